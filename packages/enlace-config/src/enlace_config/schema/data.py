@@ -1,0 +1,23 @@
+"""What the model reads: raw UTF-8 bytes (smoke runs) or uint16 token shards (the real corpus)."""
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from enlace_config.schema.base import StrictModel
+
+
+class DataConfig(StrictModel):
+    kind: Literal["bytes", "shards"] = Field(..., description="bytes: UTF-8 text, vocab 256. shards: uint16 tokens.")
+    path: str = Field(
+        ...,
+        description="bytes: a directory holding train.txt and val.txt. shards: a directory of "
+        "shards with their manifest. Relative paths are read from the working directory.",
+    )
+    fallback: Literal["none", "builtin"] = Field(
+        "none",
+        description="bytes only: when `path` does not exist, train on the Spanish sample built "
+        "into enlace-data (the log says which one a run used).",
+    )
+    context_length: PositiveInt = Field(..., description="Tokens per training sequence.")
+    eval_batches: PositiveInt = Field(20, description="Validation micro-batches per evaluation.")

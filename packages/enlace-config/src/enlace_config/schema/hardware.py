@@ -1,0 +1,44 @@
+"""The hardware profile: which board, which precision, which attention kernel, how much per step."""
+
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from enlace_config.schema.base import StrictModel
+
+
+class HardwareConfig(StrictModel):
+    name: str = Field("cpu", description="Human-readable name of the board this profile is for.")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="Where training runs.")
+    dtype: Literal["float32", "float16", "bfloat16"] = Field(
+        "float32", description="Compute precision (autocast); weights stay float32."
+    )
+    loss_scaling: bool = Field(
+        False, description="Use a GradScaler (dynamic loss scaling). Required for float16."
+    )
+    grad_scaler_init_scale: PositiveFloat = Field(2.0**16, description="GradScaler initial scale.")
+    grad_scaler_growth_interval: PositiveInt = Field(
+        2000, description="GradScaler: steps without inf/nan before the scale grows."
+    )
+    attention: Literal["flash", "mem_efficient", "math", "auto"] = Field(
+        "auto", description="Scaled-dot-product attention backend, enforced (no silent fallback)."
+    )
+    micro_batch_size: PositiveInt = Field(
+        ..., description="Sequences per forward/backward pass on one device."
+    )
+    compile: bool = Field(False, description="Wrap the model in torch.compile.")
+    peak_flops: PositiveFloat | None = Field(
+        None, description="The board's peak FLOP/s at this dtype, for MFU. None: MFU not reported."
+    )
+    num_threads: PositiveInt | None = Field(
+        None, description="CPU threads for torch (None: torch's default). Part of exactness."
+    )
+
+    @model_validator(mode="after")
+    def _float16_needs_loss_scaling(self) -> "HardwareConfig":
+        if self.dtype == "float16" and not self.loss_scaling:
+            raise ValueError(
+                "dtype float16 needs loss_scaling: true (without a GradScaler small gradients "
+                "underflow to zero)"
+            )
+        return self

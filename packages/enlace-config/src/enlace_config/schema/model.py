@@ -1,0 +1,37 @@
+"""The decoder-only transformer's shape. Names here are the names in checkpoints' model.json."""
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from enlace_config.schema.base import StrictModel
+
+
+class ModelConfig(StrictModel):
+    vocab_size: PositiveInt = Field(..., description="Number of token ids (256 for byte-level).")
+    context_length: PositiveInt = Field(..., description="Longest sequence the model attends over.")
+    d_model: PositiveInt = Field(..., description="Width of the residual stream.")
+    n_layers: PositiveInt = Field(..., description="Number of transformer blocks.")
+    n_heads: PositiveInt = Field(..., description="Query heads per attention layer.")
+    n_kv_heads: PositiveInt = Field(..., description="Key/value heads (grouped-query attention).")
+    ffn_hidden: PositiveInt = Field(..., description="Hidden width of the SwiGLU MLP.")
+    rope_theta: PositiveFloat = Field(10000.0, description="Rotary embedding base.")
+    norm_eps: PositiveFloat = Field(1e-6, description="RMSNorm epsilon.")
+    qk_norm: bool = Field(True, description="RMSNorm over q and k per head, before the rotation.")
+    tie_embeddings: bool = Field(True, description="Share the token embedding and the LM head.")
+    init_std: PositiveFloat = Field(0.02, description="Std of the normal initialisation.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @model_validator(mode="after")
+    def _heads_fit(self) -> "ModelConfig":
+        problems: list[str] = []
+        if self.d_model % self.n_heads:
+            problems.append(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+        elif self.head_dim % 2:
+            problems.append(f"head dim d_model/n_heads = {self.head_dim} must be even (RoPE)")
+        if self.n_heads % self.n_kv_heads:
+            problems.append(f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self

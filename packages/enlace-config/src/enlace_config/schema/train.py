@@ -1,0 +1,60 @@
+"""The optimisation: AdamW, the WSD schedule, batch sizes, intervals, seeds."""
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from enlace_config.schema.base import StrictModel
+
+
+class TrainConfig(StrictModel):
+    seed: int = Field(1337, description="Seeds model init, data order and sampling.")
+    max_steps: PositiveInt = Field(..., description="Optimizer steps in the whole run.")
+    global_batch_size: PositiveInt = Field(
+        ...,
+        description="Sequences per optimizer step, over all devices. Gradient accumulation is "
+        "derived: global_batch_size / (hardware.micro_batch_size * world size).",
+    )
+    lr: PositiveFloat = Field(..., description="Peak learning rate (the WSD plateau).")
+    min_lr: NonNegativeFloat = Field(0.0, description="Learning rate at the end of the decay.")
+    warmup_steps: NonNegativeInt = Field(0, description="Linear warmup steps from 0 to lr.")
+    decay_steps: NonNegativeInt = Field(
+        0, description="Steps of the final decay from lr to min_lr (the 'D' of WSD)."
+    )
+    decay_shape: Literal["linear", "cosine", "1-sqrt"] = Field(
+        "linear", description="Shape of the decay phase."
+    )
+    weight_decay: NonNegativeFloat = Field(0.1, description="AdamW weight decay (matrices only).")
+    decay_embeddings: bool = Field(False, description="Apply weight decay to the embedding too.")
+    beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1.")
+    beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2.")
+    eps: PositiveFloat = Field(1e-8, description="AdamW epsilon.")
+    grad_clip: NonNegativeFloat = Field(1.0, description="Max global gradient norm (0: no clipping).")
+    z_loss_weight: NonNegativeFloat = Field(1e-4, description="Weight of the z-loss term.")
+    log_every: PositiveInt = Field(10, description="Steps between log lines / metrics rows.")
+    eval_every: PositiveInt = Field(100, description="Steps between validation evaluations.")
+    checkpoint_every: PositiveInt = Field(500, description="Steps between checkpoints.")
+    keep_checkpoints: PositiveInt = Field(3, description="How many recent checkpoints to keep.")
+    init_from: str | None = Field(
+        None, description="Start a new run from this checkpoint's weights (not an exact resume)."
+    )
+    init_optimizer: bool = Field(
+        False, description="With init_from: also take the checkpoint's optimizer state."
+    )
+    parallelism: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="Under torchrun: data parallel (ddp) or sharded (fsdp, FSDP2)."
+    )
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> "TrainConfig":
+        problems: list[str] = []
+        if self.warmup_steps + self.decay_steps > self.max_steps:
+            problems.append(
+                f"warmup_steps ({self.warmup_steps}) + decay_steps ({self.decay_steps}) must not "
+                f"exceed max_steps ({self.max_steps})"
+            )
+        if self.min_lr > self.lr:
+            problems.append(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
