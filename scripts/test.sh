@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The single test entry of Enlace: what README.md names and what CI (.ci/run) runs.
+#
+#   1. each package's own tests, in an environment that holds only that package, its declared
+#      dependencies and its dev group (`uv run --exact --package`), so an undeclared dependency fails;
+#   2. the cross-package tests in tests/, in the full workspace environment;
+#   3. the promises: the slim packages' locks and wheels carry no torch, enlace-agent's wheel installs
+#      with pip into a fresh environment without torch, enlace_model imports without the trainer;
+#   4. lint (ruff) and types (pyright).
+#
+# Usage: scripts/test.sh [stage ...]   stages: packages cross promises lint (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+export UV_COMPILE_BYTECODE=1          # importing torch without bytecode costs seconds per process
+if [ -z "${ENLACE_SHARED_DATA:-}" ] && [ -d ../shared/data ]; then
+  ENLACE_SHARED_DATA=$(cd ../shared/data && pwd)
+  export ENLACE_SHARED_DATA
+fi
+echo "ENLACE_SHARED_DATA=${ENLACE_SHARED_DATA:-<unset: tests that need shared data will skip>}"
+
+packages=(enlace-config enlace-data enlace-agent enlace-model enlace-train)
+timings=()
+failed=()
+
+run_stage() {  # run_stage NAME COMMAND...
+  local name=$1; shift
+  local start=$SECONDS
+  echo
+  echo "=== $name"
+  if "$@"; then
+    timings+=("$(printf '%-34s %4ds  ok' "$name" $((SECONDS - start)))")
+  else
+    timings+=("$(printf '%-34s %4ds  FAILED' "$name" $((SECONDS - start)))")
+    failed+=("$name")
+  fi
+}
+
+package_tests() {  # each package alone, exactly its own dependencies
+  local pkg=$1 rc=0
+  UV_PROJECT_ENVIRONMENT="$root/.venvs/$pkg" \
+    uv run --locked --exact --package "$pkg" pytest "packages/$pkg" -q -p no:cacheprovider || rc=$?
+  if [ "$rc" -eq 5 ]; then
+    echo "$pkg collected no tests: every package must have tests" >&2
+    return 1
+  fi
+  return "$rc"
+}
+
+cross_tests() {
+  local rc=0
+  uv run --locked pytest tests -q -p no:cacheprovider || rc=$?
+  [ "$rc" -eq 5 ] && { echo "the cross-package tests collected nothing" >&2; return 1; }
+  return "$rc"
+}
+
+promises() { bash scripts/check_promises.sh; }
+
+lint() {
+  uv run --locked ruff check . &&
+    uv run --locked ruff format --check . &&
+    uv run --locked pyright
+}
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises lint)
+for stage in "${stages[@]}"; do
+  case "$stage" in
+    packages) for pkg in "${packages[@]}"; do run_stage "tests: $pkg" package_tests "$pkg"; done ;;
+    cross) run_stage "tests: cross-package (tests/)" cross_tests ;;
+    promises) run_stage "promises (torch-free, importable)" promises ;;
+    lint) run_stage "lint + types" lint ;;
+    *) echo "unknown stage: $stage (packages, cross, promises, lint)" >&2; exit 2 ;;
+  esac
+done
+
+echo
+echo "=== stage timings"
+printf '%s\n' "${timings[@]}"
+echo "total: ${SECONDS}s"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all stages passed"
