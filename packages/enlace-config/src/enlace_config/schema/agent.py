@@ -1,0 +1,163 @@
+"""The web-search chain of the family assistant (owned by enlace-agent).
+
+A search file (`configs/agent/search.yaml` is the documented example; a user's copy lives at
+`$XDG_CONFIG_HOME/enlace/search.yaml`) validates as `SearchConfig`. Every field has a default, so an
+empty file, or no file at all, is the shipped chain: DuckDuckGo Lite first, Brave Search as fallback.
+Secrets are never part of this schema: the Brave key comes only from the environment.
+"""
+
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from enlace_config.schema.base import StrictModel
+
+ProviderName = Literal["duckduckgo", "brave"]
+SafeSearch = Literal["strict", "moderate", "off"]
+TimeFilter = Literal["day", "week", "month", "year"]
+
+REGION_PATTERN = r"^[a-z]{2}-[a-z]{2,3}$"
+HTTP_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
+
+
+class HttpConfig(StrictModel):
+    connect_timeout_s: PositiveFloat = Field(
+        default=5.0,
+        description="Seconds allowed to open the connection (TCP and TLS) to a provider.",
+    )
+    read_timeout_s: PositiveFloat = Field(
+        default=10.0, description="Seconds allowed between two pieces of a provider's response."
+    )
+    total_timeout_s: PositiveFloat = Field(
+        default=15.0,
+        description="Hard deadline in seconds for one provider request, from connecting to the "
+        "last byte: a response that trickles or never ends is cut here.",
+    )
+    max_response_bytes: PositiveInt = Field(
+        default=2_000_000,
+        description="Largest response body accepted (after decompression); the download stops "
+        "there and the provider counts as failed.",
+    )
+    max_redirects: int = Field(
+        default=3, ge=0, le=10, description="Redirects followed per request (0: none)."
+    )
+    user_agent: str | None = Field(
+        default=None,
+        min_length=1,
+        description="User-Agent header sent to the providers. None: an honest "
+        "'enlace-agent/<version>' string naming the tool.",
+    )
+
+    @model_validator(mode="after")
+    def _timeouts_fit(self) -> "HttpConfig":
+        problems: list[str] = []
+        for name in ("connect_timeout_s", "read_timeout_s"):
+            value: float = getattr(self, name)
+            if value > self.total_timeout_s:
+                problems.append(
+                    f"{name} ({value}) must not exceed total_timeout_s ({self.total_timeout_s})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class DuckDuckGoConfig(StrictModel):
+    endpoint: str = Field(
+        default="https://lite.duckduckgo.com/lite/",
+        pattern=HTTP_URL_PATTERN,
+        description="DuckDuckGo Lite's URL (the form is POSTed here). Point it at a proxy or, in "
+        "tests, at a local server.",
+    )
+
+
+class BraveConfig(StrictModel):
+    endpoint: str = Field(
+        default="https://api.search.brave.com/res/v1/web/search",
+        pattern=HTTP_URL_PATTERN,
+        description="Brave Search API's web-search URL. Point it at a proxy or, in tests, at a "
+        "local server. The key is read from the environment variable BRAVE_SEARCH_API_KEY only.",
+    )
+    country: str | None = Field(
+        default=None,
+        pattern=r"^([A-Z]{2}|ALL)$",
+        description="Brave's `country` parameter (e.g. ES). None: derived from `region` "
+        "(es-es gives ES).",
+    )
+    search_lang: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{2}(-[a-z]+)?$",
+        description="Brave's `search_lang` parameter (e.g. es). None: derived from `region` "
+        "(es-es gives es).",
+    )
+
+
+class SearchConfig(StrictModel):
+    providers: list[ProviderName] = Field(
+        default_factory=lambda: ["duckduckgo", "brave"],
+        min_length=1,
+        description="Providers in the order they are asked. A later one is asked only when the "
+        "ones before it failed (an answer with zero results is an answer, not a failure).",
+    )
+    region: str = Field(
+        default="es-es",
+        pattern=REGION_PATTERN,
+        description="Region in DuckDuckGo's `kl` form, country-language (es-es, mx-es, es-ca, "
+        "us-en); DuckDuckGo receives it as is and Brave derives country and language from it.",
+    )
+    safe_search: SafeSearch = Field(
+        default="moderate",
+        description="Safe-search level on every provider (DuckDuckGo's `kp`, Brave's "
+        "`safesearch`). A family uses it: moderate by default.",
+    )
+    time_filter: TimeFilter | None = Field(
+        default=None,
+        description="Only pages from the last day/week/month/year (DuckDuckGo's `df`, Brave's "
+        "`freshness`). None: any time.",
+    )
+    max_results: int = Field(
+        default=10,
+        ge=1,
+        le=20,
+        description="Results returned per search (Brave accepts at most 20).",
+    )
+    cooldown_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="After a provider answers rate-limited or blocked it is skipped for this many "
+        "seconds, also across CLI runs (0: never skipped).",
+    )
+    state_file: str | None = Field(
+        default=None,
+        description="Where the cool-downs are remembered. None: "
+        "$XDG_CACHE_HOME/enlace/search-state.json (~/.cache/enlace/... when unset). A corrupt or "
+        "unwritable file never stops a search.",
+    )
+    http: HttpConfig = Field(
+        default_factory=HttpConfig,
+        description="Timeouts, size cap and redirects for every provider.",
+    )
+    duckduckgo: DuckDuckGoConfig = Field(
+        default_factory=DuckDuckGoConfig, description="DuckDuckGo Lite (no key needed)."
+    )
+    brave: BraveConfig = Field(
+        default_factory=BraveConfig, description="Brave Search API (needs BRAVE_SEARCH_API_KEY)."
+    )
+
+    @model_validator(mode="after")
+    def _providers_once(self) -> "SearchConfig":
+        repeated = sorted({p for p in self.providers if self.providers.count(p) > 1})
+        if repeated:
+            raise ValueError(f"providers lists {', '.join(repeated)} more than once")
+        return self
+
+
+__all__ = [
+    "BraveConfig",
+    "DuckDuckGoConfig",
+    "HttpConfig",
+    "ProviderName",
+    "SafeSearch",
+    "SearchConfig",
+    "TimeFilter",
+]
