@@ -2,4 +2,8 @@
 
 from importlib.metadata import version as _version
 
+from enlace_data.errors import DataError
+
 __version__ = _version("enlace-data")
+
+__all__ = ["DataError", "__version__"]

@@ -1,0 +1,58 @@
+"""`enlace-data`: the data command line (smoke corpus, shard inspection, corpus pipeline).
+
+Adding a subcommand: write a module with
+
+    def add_parser(subparsers: argparse._SubParsersAction) -> None:
+        p = subparsers.add_parser("name", help="...", description="...")
+        p.add_argument(...)
+        p.set_defaults(func=run)          # run(args: argparse.Namespace) -> int (exit code)
+
+and add the module's dotted name to `SUBCOMMAND_MODULES` below (one line). Modules are imported only
+when the CLI starts, so heavy imports stay inside `run`. Raise `DataError` for anything the user can
+fix: the CLI prints its message as one paragraph and exits with code 2 (a traceback only with
+`--debug`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from enlace_data.errors import DataError
+
+SUBCOMMAND_MODULES: list[str] = [
+    "enlace_data.inspect_cmd",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="enlace-data",
+        description="Enlace data tools: prepare the smoke corpus, inspect shards, build the corpus.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except DataError as e:
+        if args.debug:
+            raise
+        print(f"enlace-data {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"enlace-data {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

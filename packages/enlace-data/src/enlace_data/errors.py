@@ -1,0 +1,18 @@
+"""The one exception type of enlace-data: something about the data a user can fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DataError(ValueError):
+    """Bad, missing or mismatched data. The message names the file and says what to do.
+
+    `path` is the file or directory at fault (None where no single file is).
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        if path is not None and str(path) not in message:
+            message = f"{path}: {message}"
+        super().__init__(message)
