@@ -1,0 +1,518 @@
+"""Exactly resumable loaders over byte text or uint16 shards: `build_loader` and `eval_batches`.
+
+How samples are laid out
+    A source is a list of segments (the text file of a split, or one shard each). A segment of n
+    tokens holds ``(n - 1) // T`` non-overlapping windows of T + 1 tokens (T = data.context_length),
+    window j starting at token j*T; inputs are its first T tokens, targets its last T. Windows never
+    cross a segment boundary. The N windows of a split are numbered in segment order.
+
+Order
+    Training reads the windows epoch after epoch; epoch e visits all N in the order of a
+    pseudo-random permutation keyed by (seed, e) — a 4-round Feistel network with cycle walking,
+    computed on the fly, so the order costs O(1) memory even for a 50 GB corpus. The global stream
+    of samples is epoch 0's N windows, then epoch 1's, and so on (infinite).
+
+Ranks and state
+    Every rank walks the same global stream. With world size W and micro-batch B, each step takes
+    the next W*B global samples; rank r gets the r-th block of B. So ranks are disjoint and together
+    cover the stream, and the state is one number, `samples_consumed` (global), valid for any W and B
+    that continue from it. `state_dict()` also records the dataset's fingerprint, the seed and the
+    context length; `load_state_dict()` refuses a state that disagrees with any of them.
+
+Validation
+    `eval_batches` picks data.eval_batches * B * W windows start positions spread evenly over every
+    valid start of the val split (overlapping when the split is small), the same every call.
+
+Reading
+    Byte text is memory-mapped (or, for the built-in sample, held in memory). Shards are opened
+    lazily: their headers are validated up front, and at most `max_open` memory maps are alive at a
+    time (least recently used closed first), so thousands of shards hold few file descriptors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from enlace_config.schema.data import DataConfig
+
+from enlace_data.bytes_tokenizer import BYTE_TOKENIZER_ID
+from enlace_data.errors import DataError
+from enlace_data.shards import Shard, list_shards, open_shards
+
+Split = Literal["train", "val"]
+STATE_FORMAT = 1
+_U64 = np.uint64
+_M1 = _U64(0xBF58476D1CE4E5B9)
+_M2 = _U64(0x94D049BB133111EB)
+
+IntArray = np.ndarray[Any, np.dtype[np.int64]]
+
+
+# ----------------------------------------------------------------------------- order
+def _mix64(x: np.ndarray[Any, np.dtype[np.uint64]]) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+    x = (x ^ (x >> _U64(30))) * _M1
+    x = (x ^ (x >> _U64(27))) * _M2
+    return x ^ (x >> _U64(31))
+
+
+def _derive_key(*parts: object) -> int:
+    digest = hashlib.blake2b(json.dumps(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+class Permutation:
+    """A keyed pseudo-random permutation of range(n), evaluated pointwise (no table)."""
+
+    ROUNDS = 4
+
+    def __init__(self, n: int, key: int) -> None:
+        if n <= 0:
+            raise ValueError("n must be positive")
+        self.n = n
+        bits = max(2, (n - 1).bit_length())
+        bits += bits % 2
+        self._half = _U64(bits // 2)
+        self._mask = _U64((1 << (bits // 2)) - 1)
+        self._keys = [_U64(_derive_key(key, r)) for r in range(self.ROUNDS)]
+
+    def _feistel(
+        self, x: np.ndarray[Any, np.dtype[np.uint64]]
+    ) -> np.ndarray[Any, np.dtype[np.uint64]]:
+        left, right = x >> self._half, x & self._mask
+        for k in self._keys:
+            left, right = right, left ^ (_mix64(right ^ k) & self._mask)
+        return (left << self._half) | right
+
+    def __call__(self, i: np.ndarray[Any, Any]) -> IntArray:
+        out = self._feistel(np.asarray(i, dtype=np.uint64))
+        # Cycle walking: the network permutes [0, 2**bits); follow values outside [0, n) until they
+        # land inside. The domain is < 4n, so this takes a couple of passes.
+        bad = out >= _U64(self.n)
+        while bad.any():
+            out[bad] = self._feistel(out[bad])
+            bad = out >= _U64(self.n)
+        return out.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- sources
+class _Source:
+    """The segments of one split and how to read a span of tokens from them."""
+
+    kind: str
+    description: str
+    location: str  # what error messages name: a directory, a file, or "built-in sample"
+    fingerprint: str
+    summary: str
+    lengths: IntArray
+    bytes_per_token: float
+    vocab_size: int
+    tokenizer_id: str
+
+    def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _BytesSource(_Source):
+    kind = "bytes"
+    vocab_size = 256
+    tokenizer_id = BYTE_TOKENIZER_ID
+    bytes_per_token = 1.0
+
+    def __init__(
+        self,
+        data: np.ndarray[Any, np.dtype[np.uint8]],
+        *,
+        description: str,
+        name: str,
+        location: str,
+    ) -> None:
+        self._data = data
+        self.description = description
+        self.location = location
+        self.lengths = np.array([data.size], dtype=np.int64)
+        sha = hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()
+        self.fingerprint = hashlib.sha256(f"bytes:{name}:{data.size}:{sha}".encode()).hexdigest()[
+            :32
+        ]
+        self.summary = f"{description}: {name}, {data.size} bytes, sha256 {sha[:12]}"
+
+    def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
+        out[:] = self._data[start : start + out.shape[0]]
+
+    def close(self) -> None:
+        self._data = np.empty(0, dtype=np.uint8)
+
+
+class _ShardSource(_Source):
+    kind = "shards"
+
+    def __init__(self, shards: list[Shard], *, root: Path, split: str, max_open: int) -> None:
+        self._shards = shards
+        self._maps: OrderedDict[int, np.memmap[Any, Any]] = OrderedDict()
+        self._max_open = max(1, max_open)
+        self.location = str(root)
+        self.lengths = np.array([len(s) for s in shards], dtype=np.int64)
+        tokens = int(self.lengths.sum())
+        text = sum(s.header.text_bytes for s in shards)
+        self.bytes_per_token = text / tokens if tokens else 0.0
+        self.vocab_size = max(s.header.vocab_size for s in shards)
+        self.tokenizer_id = shards[0].header.tokenizer_id
+        self.description = f"shards {root} ({split}: {len(shards)} files, {tokens} tokens, tokenizer {self.tokenizer_id})"
+        h = hashlib.sha256(f"shards:{self.tokenizer_id}".encode())
+        for s in shards:
+            h.update(f"\n{s.path.name}:{s.header.token_count}:{s.header.text_bytes}".encode())
+        self.fingerprint = h.hexdigest()[:32]
+        self.summary = f"{split} shards under {root}: {len(shards)} files, {tokens} tokens, tokenizer {self.tokenizer_id}"
+
+    def _map(self, seg: int) -> np.memmap[Any, Any]:
+        mm = self._maps.get(seg)
+        if mm is not None:
+            self._maps.move_to_end(seg)
+            return mm
+        if len(self._maps) >= self._max_open:
+            self._maps.popitem(last=False)  # dropping the memmap unmaps it and closes its file
+        try:
+            mm = self._shards[seg].tokens()
+        except OSError as e:
+            raise DataError(f"cannot map shard: {e}", path=self._shards[seg].path) from e
+        self._maps[seg] = mm
+        return mm
+
+    def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
+        out[:] = self._map(seg)[start : start + out.shape[0]]
+
+    @property
+    def open_maps(self) -> int:
+        return len(self._maps)
+
+    def close(self) -> None:
+        self._maps.clear()
+
+
+def _builtin_source(split: Split) -> _BytesSource:
+    from enlace_data.sample import builtin_split
+
+    data = builtin_split(split)
+    return _BytesSource(
+        np.frombuffer(data, dtype=np.uint8),
+        description="built-in sample",
+        name=f"builtin-{split}",
+        location=f"built-in sample ({split})",
+    )
+
+
+def _bytes_source(cfg: DataConfig, split: Split) -> _BytesSource:
+    root = Path(cfg.path)
+    if not root.exists():
+        if cfg.fallback == "builtin":
+            return _builtin_source(split)
+        raise DataError(
+            f"data.path {cfg.path!r} does not exist; prepare it with `enlace-data smoke` "
+            "(or `enlace-data smoke --from DIR` without network), or set data.fallback=builtin "
+            "to train on the Spanish sample built into enlace-data",
+            path=root,
+        )
+    if not root.is_dir():
+        raise DataError("data.path must be a directory holding train.txt and val.txt", path=root)
+    f = root / f"{split}.txt"
+    if not f.is_file():
+        raise DataError(
+            f"missing {split}.txt: a bytes data directory holds train.txt and val.txt; "
+            "rerun `enlace-data smoke` to prepare both",
+            path=f,
+        )
+    if f.stat().st_size == 0:
+        raise DataError(f"{split}.txt is empty; rerun `enlace-data smoke`", path=f)
+    data = np.memmap(f, dtype=np.uint8, mode="r")
+    return _BytesSource(
+        data, description=f"prepared corpus {root}", name=f"{split}.txt", location=str(f)
+    )
+
+
+def _shard_source(
+    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int
+) -> _ShardSource:
+    root = Path(cfg.path)
+    if not root.is_dir():
+        raise DataError(
+            "data.path is not a directory of shards; build one with the corpus pipeline", path=root
+        )
+    paths = {s: list_shards(root, s) for s in ("train", "val")}
+    if not paths[split]:
+        raise DataError(
+            f"no {split} shards ({split}_NNNNNN.shard) in this directory; build the corpus first",
+            path=root,
+        )
+    # Validate both splits' headers together: one tokenizer for the whole run, before training.
+    shards = open_shards(paths["train"] + paths["val"], max_vocab_size=vocab_size)
+    chosen = shards[: len(paths["train"])] if split == "train" else shards[len(paths["train"]) :]
+    return _ShardSource(chosen, root=root, split=split, max_open=max_open)
+
+
+def _build_source(
+    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int
+) -> _Source:
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    if cfg.kind == "bytes":
+        if vocab_size is not None and vocab_size < 256:
+            raise DataError(
+                f"byte data needs model.vocab_size >= 256, got {vocab_size}", path=Path(cfg.path)
+            )
+        return _bytes_source(cfg, split)
+    return _shard_source(cfg, split, vocab_size=vocab_size, max_open=max_open)
+
+
+# ----------------------------------------------------------------------------- windows
+class _Windows:
+    """Numbering of the non-overlapping windows of T + 1 tokens over a source's segments."""
+
+    def __init__(self, source: _Source, context_length: int) -> None:
+        self.T = context_length
+        self.per_segment = np.maximum((source.lengths - 1) // context_length, 0)
+        self.ends = np.cumsum(self.per_segment)
+        self.count = int(self.ends[-1]) if self.ends.size else 0
+
+    def locate(self, window: IntArray) -> tuple[IntArray, IntArray]:
+        seg = np.searchsorted(self.ends, window, side="right")
+        first = self.ends[seg] - self.per_segment[seg]
+        return seg.astype(np.int64), ((window - first) * self.T).astype(np.int64)
+
+
+def _assemble(
+    source: _Source, segs: IntArray, starts: IntArray, T: int
+) -> tuple[IntArray, IntArray]:
+    buf = np.empty((len(segs), T + 1), dtype=np.int64)
+    for i, (seg, start) in enumerate(zip(segs.tolist(), starts.tolist(), strict=True)):
+        source.read_into(buf[i], seg, start)
+    return np.ascontiguousarray(buf[:, :-1]), np.ascontiguousarray(buf[:, 1:])
+
+
+# ----------------------------------------------------------------------------- loader
+class Loader:
+    """Iterator of (inputs, targets) int64 arrays of shape (micro_batch_size, context_length).
+
+    Train: infinite, reshuffled each epoch. Val: one pass in file order, then StopIteration.
+    """
+
+    def __init__(
+        self,
+        source: _Source,
+        *,
+        split: Split,
+        context_length: int,
+        micro_batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if micro_batch_size <= 0:
+            raise ValueError(f"micro_batch_size must be positive, got {micro_batch_size}")
+        if world_size <= 0 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
+            )
+        self._source = source
+        self._windows = _Windows(source, context_length)
+        if self._windows.count == 0:
+            raise DataError(
+                f"the {split} split has no window of context_length + 1 = {context_length + 1} "
+                f"tokens ({int(source.lengths.sum())} tokens in all); add data or lower "
+                "data.context_length",
+                path=source.location,
+            )
+        self.split: Split = split
+        self.context_length = context_length
+        self.micro_batch_size = micro_batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.samples_consumed = 0
+        self.description = source.description
+        self.bytes_per_token = source.bytes_per_token
+        self.vocab_size = source.vocab_size
+        self.tokenizer_id = source.tokenizer_id
+        self._perm: tuple[int, Permutation] | None = None
+
+    @property
+    def samples_per_epoch(self) -> int:
+        """Windows in one pass over the split (all ranks together)."""
+        return self._windows.count
+
+    @property
+    def epoch(self) -> int:
+        return self.samples_consumed // self._windows.count
+
+    def _permutation(self, epoch: int) -> Permutation:
+        if self._perm is None or self._perm[0] != epoch:
+            key = _derive_key("enlace-data-order", self.seed, epoch)
+            self._perm = (epoch, Permutation(self._windows.count, key))
+        return self._perm[1]
+
+    def window_ids(self, positions: IntArray) -> IntArray:
+        """The window each global stream position reads (train: shuffled per epoch; val: in order)."""
+        n = self._windows.count
+        if self.split == "val":
+            return positions % n
+        epochs, offsets = np.divmod(positions, n)
+        out = np.empty_like(positions)
+        for e in np.unique(epochs).tolist():
+            sel = epochs == e
+            out[sel] = self._permutation(int(e))(offsets[sel])
+        return out
+
+    def __iter__(self) -> Iterator[tuple[IntArray, IntArray]]:
+        return self
+
+    def __next__(self) -> tuple[IntArray, IntArray]:
+        B, W = self.micro_batch_size, self.world_size
+        if self.split == "val" and self.samples_consumed + W * B > self._windows.count:
+            raise StopIteration
+        first = self.samples_consumed + self.rank * B
+        positions = np.arange(first, first + B, dtype=np.int64)
+        segs, starts = self._windows.locate(self.window_ids(positions))
+        batch = _assemble(self._source, segs, starts, self.context_length)
+        self.samples_consumed += W * B
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """A small JSON-serialisable state; the position counts global samples, not batches."""
+        return {
+            "format": STATE_FORMAT,
+            "kind": self._source.kind,
+            "split": self.split,
+            "dataset": self._source.fingerprint,
+            "dataset_summary": self._source.summary,
+            "seed": self.seed,
+            "context_length": self.context_length,
+            "samples_consumed": self.samples_consumed,
+            "samples_per_epoch": self._windows.count,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly where the saved loader stopped; refuse a state from other data."""
+        mine = self.state_dict()
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise DataError(
+                f"unknown data loader state (format {state.get('format') if isinstance(state, dict) else state!r}, "
+                f"expected {STATE_FORMAT}); it was written by another enlace-data version",
+                path=self._source.location,
+            )
+        problems: list[str] = []
+        for key, what in (("kind", "data.kind"), ("split", "split"), ("dataset", "dataset")):
+            if state.get(key) != mine[key]:
+                if key == "dataset":
+                    problems.append(
+                        f"the state was saved on other data ({state.get('dataset_summary')!r}); "
+                        f"this loader reads {mine['dataset_summary']!r}"
+                    )
+                else:
+                    problems.append(f"{what} was {state.get(key)!r}, now {mine[key]!r}")
+        if state.get("seed") != self.seed:
+            problems.append(f"the seed (train.seed) was {state.get('seed')!r}, now {self.seed!r}")
+        if state.get("context_length") != self.context_length:
+            problems.append(
+                f"data.context_length was {state.get('context_length')!r}, now {self.context_length}"
+            )
+        consumed = state.get("samples_consumed")
+        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
+            problems.append(f"samples_consumed must be a non-negative integer, got {consumed!r}")
+        if problems:
+            raise DataError(
+                "refusing to resume the data loader from a state that does not match it: "
+                + "; ".join(problems)
+                + ". Resume with the same data and settings, or start a new run.",
+                path=self._source.location,
+            )
+        assert isinstance(consumed, int)
+        self.samples_consumed = consumed
+
+    def close(self) -> None:
+        self._source.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Loader({self.description!r}, split={self.split}, B={self.micro_batch_size}, "
+            f"T={self.context_length}, rank={self.rank}/{self.world_size}, "
+            f"samples_consumed={self.samples_consumed})"
+        )
+
+
+def build_loader(
+    data_cfg: DataConfig,
+    *,
+    split: Split = "train",
+    micro_batch_size: int,
+    seed: int,
+    rank: int = 0,
+    world_size: int = 1,
+    vocab_size: int | None = None,
+    max_open: int = 8,
+) -> Loader:
+    """The loader of one split, validated before the first batch.
+
+    `vocab_size`: the model's vocabulary (model.vocab_size); shards made for a larger one are
+    refused. `max_open`: most shard memory maps alive at once.
+    """
+    source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=max_open)
+    return Loader(
+        source,
+        split=split,
+        context_length=data_cfg.context_length,
+        micro_batch_size=micro_batch_size,
+        seed=seed,
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+def eval_batches(
+    data_cfg: DataConfig,
+    *,
+    micro_batch_size: int,
+    rank: int = 0,
+    world_size: int = 1,
+    vocab_size: int | None = None,
+) -> list[tuple[IntArray, IntArray]]:
+    """data.eval_batches validation micro-batches for this rank, identical on every call.
+
+    Window starts are spread evenly over every valid start position of the val split (all ranks
+    together), so a small val split gives overlapping windows rather than repeats.
+    """
+    if world_size <= 0 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+    source = _build_source(data_cfg, "val", vocab_size=vocab_size, max_open=8)
+    T = data_cfg.context_length
+    starts_per_seg = np.maximum(source.lengths - T, 0)  # valid starts: 0..n-T-1
+    ends = np.cumsum(starts_per_seg)
+    total = int(ends[-1]) if ends.size else 0
+    if total == 0:
+        raise DataError(
+            f"the val split has no window of context_length + 1 = {T + 1} tokens; add data or "
+            "lower data.context_length",
+            path=source.location,
+        )
+    B, W = micro_batch_size, world_size
+    needed = data_cfg.eval_batches * B * W
+    positions = (np.arange(needed, dtype=np.int64) * total) // needed
+    out: list[tuple[IntArray, IntArray]] = []
+    try:
+        for k in range(data_cfg.eval_batches):
+            first = k * W * B + rank * B
+            pos = positions[first : first + B]
+            seg = np.searchsorted(ends, pos, side="right").astype(np.int64)
+            start = pos - (ends[seg] - starts_per_seg[seg])
+            out.append(_assemble(source, seg, start, T))
+    finally:
+        source.close()
+    return out
