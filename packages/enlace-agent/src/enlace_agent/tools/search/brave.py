@@ -1,0 +1,215 @@
+"""Brave Search API (`/res/v1/web/search`): JSON with a key in the `X-Subscription-Token` header.
+
+Results are `web.results[]` (title, url, description); descriptions carry `<strong>` markup and
+HTML entities, stripped here. No `web` block (or null) is an answer with zero results. Errors come as
+`{"type": "ErrorResponse", "error": {"code": ..., "detail": ...}}`: 422 SUBSCRIPTION_TOKEN_INVALID
+(a refused key), 429 RATE_LIMITED (per second) or QUOTA_LIMITED (per month). The rate-limit headers
+hold one comma-separated value per window, shortest first: `X-RateLimit-Remaining: 0, 1000`,
+`X-RateLimit-Reset: 1, 1419704` (seconds until each window resets).
+
+The key is a `Secret`; every message this module puts in an exception is redacted.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from enlace_config.schema.agent import BraveConfig, HttpConfig
+
+from enlace_agent.tools.search.errors import (
+    AuthenticationFailed,
+    LayoutChanged,
+    ProviderError,
+    QuotaExhausted,
+    RateLimited,
+    Unavailable,
+)
+from enlace_agent.tools.search.models import (
+    SearchRequest,
+    SearchResult,
+    Secret,
+    as_array,
+    as_object,
+    finalize,
+    redact,
+)
+from enlace_agent.tools.search.transport import HttpResponse, fetch
+
+NAME = "brave"
+API_KEY_ENV = "BRAVE_SEARCH_API_KEY"
+MAX_QUERY_CHARS = 400  # Brave documents 400 characters (and 50 words) as the longest query
+MAX_COUNT = 20
+TOKEN_HEADER = "X-Subscription-Token"
+FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
+
+_TAG = re.compile(r"<[^>]*>")
+# DuckDuckGo `kl` regions whose parts are not Brave's country / language codes.
+_COUNTRY_FIXES = {"uk": "GB", "xa": "SA", "ct": "ES", "wt": "ALL"}
+_LANG_FIXES = {"tzh": "zh-hant", "kr": "ko", "el": "el", "wt": ""}
+
+
+def strip_markup(text: str) -> str:
+    """`<strong>Hola</strong> &amp; adiós` → `Hola & adiós` (tags removed first, then entities)."""
+    return html.unescape(_TAG.sub("", text))
+
+
+def brave_locale(region: str, cfg: BraveConfig) -> tuple[str, str]:
+    """(country, search_lang) for a DuckDuckGo-style region, unless the config fixes them."""
+    country_part, _, lang_part = region.partition("-")
+    country = cfg.country or _COUNTRY_FIXES.get(country_part, country_part.upper())
+    lang = cfg.search_lang if cfg.search_lang is not None else _LANG_FIXES.get(lang_part, lang_part)
+    return country, lang
+
+
+def parse_brave_json(body: str | bytes, *, max_results: int | None = None) -> list[SearchResult]:
+    """Results of a Brave web-search response; [] when it has no `web` block."""
+    try:
+        data = as_object(json.loads(body))
+    except ValueError as exc:
+        raise LayoutChanged(NAME, f"response is not JSON ({exc.__class__.__name__})") from None
+    if data is None:
+        raise LayoutChanged(NAME, "response JSON is not an object")
+    if data.get("web") is None:
+        return []
+    web = as_object(data["web"])
+    if web is None:
+        raise LayoutChanged(NAME, "`web` is not an object")
+    if web.get("results") is None:
+        return []
+    items = as_array(web["results"])
+    if items is None:
+        raise LayoutChanged(NAME, "`web.results` is not a list")
+    triples: list[tuple[str, str, str]] = []
+    for entry in items:
+        item = as_object(entry)
+        if item is None:
+            continue
+        title = item.get("title", "")
+        url = item.get("url", "")
+        description = item.get("description", "")
+        if not isinstance(url, str):
+            continue
+        triples.append(
+            (
+                strip_markup(title) if isinstance(title, str) else "",
+                url,
+                strip_markup(description) if isinstance(description, str) else "",
+            )
+        )
+    if items and not triples:
+        raise LayoutChanged(NAME, "`web.results` holds no usable result objects")
+    return finalize(triples, provider=NAME, max_results=max_results)
+
+
+def _windows(value: str | None) -> list[float]:
+    if not value:
+        return []
+    out: list[float] = []
+    for part in value.split(","):
+        try:
+            out.append(float(part.strip()))
+        except ValueError:
+            return []
+    return out
+
+
+def _error_code_and_detail(body: bytes) -> tuple[str, str]:
+    try:
+        data = as_object(json.loads(body))
+    except ValueError:
+        return "", ""
+    error = as_object(data.get("error")) if data is not None else None
+    if error is None:
+        return "", ""
+    code = error.get("code", "")
+    detail = error.get("detail", "")
+    return (code if isinstance(code, str) else "", detail if isinstance(detail, str) else "")
+
+
+def classify_error(response: HttpResponse, secrets: list[str]) -> ProviderError:
+    """The typed error for a non-200 Brave answer."""
+    status = response.status
+    code, detail = _error_code_and_detail(response.body)
+    said = redact(f" {code}: {detail}" if code else "", secrets)[:300]
+    if (
+        status in (401, 403)
+        or code.startswith("SUBSCRIPTION_TOKEN")
+        or (status == 422 and "TOKEN" in code)
+    ):
+        return AuthenticationFailed(NAME, f"key refused (HTTP {status}{said})", status=status)
+    if status == 429 or code in ("RATE_LIMITED", "QUOTA_LIMITED"):
+        remaining = _windows(response.headers.get("x-ratelimit-remaining"))
+        reset = _windows(response.headers.get("x-ratelimit-reset"))
+        quota = code == "QUOTA_LIMITED" or (
+            code != "RATE_LIMITED" and len(remaining) > 1 and remaining[-1] <= 0
+        )
+        if quota:
+            retry = reset[-1] if reset else None
+            return QuotaExhausted(
+                NAME,
+                f"monthly quota exhausted (HTTP {status}{said})",
+                status=status,
+                retry_after_s=retry,
+            )
+        retry = reset[0] if reset else None
+        return RateLimited(
+            NAME, f"rate limited (HTTP {status}{said})", status=status, retry_after_s=retry
+        )
+    if status >= 500:
+        return Unavailable(NAME, f"server error HTTP {status}{said}", status=status)
+    return Unavailable(NAME, f"unexpected HTTP status {status}{said}", status=status)
+
+
+class BraveSearch:
+    """Provider: one GET to the web-search endpoint."""
+
+    name = NAME
+    max_query_chars = MAX_QUERY_CHARS
+
+    def __init__(
+        self, cfg: BraveConfig, http: HttpConfig, api_key: Secret, user_agent: str
+    ) -> None:
+        self.cfg = cfg
+        self.http = http
+        self.api_key = api_key
+        self.user_agent = user_agent
+
+    def params(self, request: SearchRequest) -> dict[str, str]:
+        country, lang = brave_locale(request.region, self.cfg)
+        params = {
+            "q": request.query,
+            "count": str(min(request.max_results, MAX_COUNT)),
+            "country": country,
+            "safesearch": request.safe_search,
+        }
+        if lang:
+            params["search_lang"] = lang
+        if request.time_filter:
+            params["freshness"] = FRESHNESS[request.time_filter]
+        return params
+
+    def search(self, request: SearchRequest) -> list[SearchResult]:
+        secrets = [self.api_key.reveal()]
+        response = fetch(
+            "GET",
+            self.cfg.endpoint,
+            provider=NAME,
+            http=self.http,
+            headers={
+                "User-Agent": self.user_agent,
+                "Accept": "application/json",
+                TOKEN_HEADER: self.api_key.reveal(),
+            },
+            params=self.params(request),
+            sensitive_headers=[TOKEN_HEADER],
+            secrets=secrets,
+        )
+        if response.status != 200:
+            raise classify_error(response, secrets)
+        try:
+            return parse_brave_json(response.body, max_results=request.max_results)
+        except ProviderError as exc:
+            exc.status = response.status
+            raise

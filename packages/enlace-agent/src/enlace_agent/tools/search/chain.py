@@ -1,0 +1,184 @@
+"""The provider chain: ask in order, move on only on errors, remember who answered and why others
+did not.
+
+- Zero results from a provider that answered properly is the answer: no fallback (it would spend
+  quota and return worse results).
+- A `ProviderError` moves the chain on; the error is kept in `SearchResponse.skipped`.
+- After `RateLimited` / `Blocked` / `QuotaExhausted` the provider is skipped for a cool-down
+  (`cooldown_s`, or the provider's own retry hint), remembered in a state file between runs.
+- A provider that needs a key and has none fails when the chain is built, not at the first query.
+- When every provider fails, `AllProvidersFailed` lists every cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from enlace_config.schema.agent import SearchConfig
+
+from enlace_agent.tools.search.errors import (
+    AllProvidersFailed,
+    CoolingDown,
+    MissingCredential,
+    ProviderError,
+    QueryError,
+    QuotaExhausted,
+    RateLimited,
+    SearchConfigError,
+)
+from enlace_agent.tools.search.models import (
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+    Secret,
+    SkippedProvider,
+)
+from enlace_agent.tools.search.state import CooldownStore, default_state_path
+
+log = logging.getLogger("enlace_agent.search")
+
+MAX_HINTED_COOLDOWN_S = 24 * 3600.0  # a provider's own retry hint is trusted up to a day
+
+
+class Provider(Protocol):
+    name: str
+    max_query_chars: int
+
+    def search(self, request: SearchRequest) -> list[SearchResult]: ...
+
+
+def user_agent() -> str:
+    from importlib.metadata import version
+
+    return (
+        f"enlace-agent/{version('enlace-agent')} (family assistant web search; "
+        f"python-httpx/{version('httpx')})"
+    )
+
+
+def build_providers(config: SearchConfig, env: Mapping[str, str]) -> list[Provider]:
+    """One provider per configured name; raises `MissingCredential` for a key that is not set."""
+    from enlace_agent.tools.search.brave import API_KEY_ENV, BraveSearch
+    from enlace_agent.tools.search.duckduckgo import DuckDuckGoLite
+
+    agent = config.http.user_agent or user_agent()
+    providers: list[Provider] = []
+    for name in config.providers:
+        if name == "duckduckgo":
+            providers.append(DuckDuckGoLite(config.duckduckgo.endpoint, config.http, agent))
+        else:
+            key = env.get(API_KEY_ENV, "").strip()
+            if not key:
+                raise MissingCredential(name, API_KEY_ENV)
+            providers.append(BraveSearch(config.brave, config.http, Secret(key), agent))
+    return providers
+
+
+class SearchChain:
+    """Build once (checks keys), then `search()` as often as needed."""
+
+    def __init__(
+        self,
+        config: SearchConfig | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        providers: Sequence[Provider] | None = None,
+        state: CooldownStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config if config is not None else SearchConfig()
+        environ = dict(os.environ) if env is None else dict(env)
+        self.providers: list[Provider] = (
+            list(providers) if providers is not None else build_providers(self.config, environ)
+        )
+        if not self.providers:
+            raise SearchConfigError("the search chain has no providers")
+        if state is None:
+            path = (
+                Path(self.config.state_file)
+                if self.config.state_file
+                else default_state_path(environ)
+            )
+            state = CooldownStore(path)
+        self.state = state
+        self.clock = clock
+
+    @property
+    def max_query_chars(self) -> int:
+        """The longest query every provider of the chain accepts (so a fallback can always run)."""
+        return min(p.max_query_chars for p in self.providers)
+
+    def check_query(self, query: str) -> str:
+        """The query as it will be sent, or `QueryError`: never silently cut."""
+        text = " ".join(query.split())
+        if not text:
+            raise QueryError("the query is empty")
+        if len(text) > self.max_query_chars:
+            limiting = min(self.providers, key=lambda p: p.max_query_chars).name
+            raise QueryError(
+                f"the query has {len(text)} characters; the longest {limiting} accepts is "
+                f"{self.max_query_chars}"
+            )
+        return text
+
+    def search(self, query: str, *, max_results: int | None = None) -> SearchResponse:
+        text = self.check_query(query)
+        request = SearchRequest(
+            query=text,
+            max_results=max_results if max_results is not None else self.config.max_results,
+            region=self.config.region,
+            safe_search=self.config.safe_search,
+            time_filter=self.config.time_filter,
+        )
+        if not 1 <= request.max_results <= 20:
+            raise QueryError(f"max_results must be between 1 and 20, got {request.max_results}")
+        log.debug("searching for %r", text)  # the query is logged at debug level only
+        started = time.monotonic()
+        skipped: list[SkippedProvider] = []
+        for provider in self.providers:
+            now = self.clock()
+            cooling = self.state.active(provider.name, now) if self.config.cooldown_s > 0 else None
+            if cooling is not None:
+                error: ProviderError = CoolingDown(
+                    provider.name,
+                    until=cooling.until,
+                    cause=cooling.cause,
+                    remaining_s=cooling.until - now,
+                )
+                log.info("%s skipped: %s", provider.name, error.detail)
+                skipped.append(SkippedProvider(provider.name, error))
+                continue
+            try:
+                results = provider.search(request)
+            except ProviderError as exc:
+                log.warning("%s failed: %s", provider.name, exc.detail)
+                self._maybe_cool_down(provider.name, exc)
+                skipped.append(SkippedProvider(provider.name, exc))
+                continue
+            log.info("%s answered with %d results", provider.name, len(results))
+            return SearchResponse(
+                query=text,
+                provider=provider.name,
+                results=tuple(results),
+                skipped=tuple(skipped),
+                elapsed_s=time.monotonic() - started,
+            )
+        raise AllProvidersFailed([s.error for s in skipped])
+
+    def _maybe_cool_down(self, name: str, exc: ProviderError) -> None:
+        if self.config.cooldown_s <= 0 or not isinstance(exc, RateLimited | QuotaExhausted):
+            return
+        hint = exc.retry_after_s
+        seconds = (
+            min(max(hint, 1.0), MAX_HINTED_COOLDOWN_S)
+            if hint is not None
+            else self.config.cooldown_s
+        )
+        now = self.clock()
+        self.state.start(name, now + seconds, exc.kind, now)
+        log.info("%s cooling down for %.0f s after %s", name, seconds, exc.kind)

@@ -1,0 +1,247 @@
+"""`enlace-search`: search the web from the terminal, in Spanish.
+
+Exit codes: 0 an answer (zero results included), 1 every provider failed, 2 bad usage or
+configuration (a missing key, an unreadable config, a query longer than the providers accept).
+Only the standard library is imported before the arguments are parsed, so `--help` and usage errors
+are instant; the HTTP and HTML libraries load when a search really runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from enlace_agent.tools.search.errors import ProviderError
+    from enlace_agent.tools.search.models import SearchResponse
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+KEY_ENV = "BRAVE_SEARCH_API_KEY"
+
+log = logging.getLogger("enlace_agent.search")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 already; keep it, in Spanish
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="enlace-search",
+        description="Busca en internet: primero DuckDuckGo, y Brave Search si DuckDuckGo falla.",
+        epilog=(
+            "Códigos de salida: 0 respuesta (también sin resultados), 1 fallaron todos los "
+            "proveedores, 2 uso o configuración incorrectos. La clave de Brave se lee de "
+            f"{KEY_ENV} (entorno, --env-file o $XDG_CONFIG_HOME/enlace/.env)."
+        ),
+    )
+    parser.add_argument("query", nargs="+", help="lo que quieres buscar")
+    parser.add_argument("--json", action="store_true", help="salida JSON (forma estable)")
+    parser.add_argument(
+        "--max-results", type=int, metavar="N", help="número de resultados (1-20; por defecto 10)"
+    )
+    parser.add_argument("--region", metavar="REGION", help="región, p. ej. es-es, mx-es, us-en")
+    parser.add_argument(
+        "--providers",
+        metavar="LISTA",
+        help="proveedores en orden, separados por comas (p. ej. duckduckgo o duckduckgo,brave)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="RUTA",
+        help="fichero YAML de búsqueda (por defecto $XDG_CONFIG_HOME/enlace/search.yaml)",
+    )
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        metavar="RUTA",
+        help="fichero .env con las claves (por defecto $XDG_CONFIG_HOME/enlace/.env)",
+    )
+    parser.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+    return parser
+
+
+class _RedactingFilter(logging.Filter):
+    """Removes secrets from every log record (message, arguments and traceback text)."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from enlace_agent.tools.search.models import redact
+
+        if self.secrets:
+            record.msg = redact(record.getMessage(), self.secrets)
+            record.args = None
+            if record.exc_info:
+                record.exc_text = redact(
+                    logging.Formatter().formatException(record.exc_info), self.secrets
+                )
+                record.exc_info = None
+        return True
+
+
+def _setup_logging(debug: bool, secrets: list[str]) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_RedactingFilter(secrets))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    if not debug:
+        # httpx logs every request URL (with the query in it) at INFO.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _fail(message: str, code: int, out: TextIO) -> int:
+    out.write(f"Error: {message}\n")
+    return code
+
+
+def _missing_key_message(provider: str, env_var: str) -> str:
+    return (
+        f"la búsqueda está configurada para usar {provider} como respaldo, pero la variable de "
+        f"entorno {env_var} no está definida. Soluciones: define {env_var} con tu clave de Brave "
+        "Search (en el entorno, en $XDG_CONFIG_HOME/enlace/.env o en un fichero indicado con "
+        "--env-file RUTA), o busca solo con DuckDuckGo: --providers duckduckgo (o un fichero de "
+        "configuración sin brave en «providers»)."
+    )
+
+
+def _why(error: ProviderError) -> str:
+    return error.describe_es()
+
+
+def render_text(response: SearchResponse) -> str:
+    lines: list[str] = []
+    if not response.results:
+        lines.append("Sin resultados para esta búsqueda.")
+        lines.append("")
+    for r in response.results:
+        lines.append(f"{r.rank}. {r.title}")
+        lines.append(f"   {r.url}")
+        if r.snippet:
+            lines.append(f"   {r.snippet}")
+        lines.append("")
+    source = f"fuente: {response.provider}"
+    if response.skipped:
+        omitted = "; ".join(f"{s.provider} omitido: {_why(s.error)}" for s in response.skipped)
+        source += f" ({omitted})"
+    lines.append(source)
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    secrets: list[str] = []
+    _setup_logging(args.debug, secrets)
+    try:
+        return _run(args, secrets)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # a bug: one line for the family, the traceback under --debug
+        if args.debug:
+            log.exception("unexpected error")
+        else:
+            sys.stderr.write(
+                "Error inesperado en enlace-search (vuelve a ejecutar con --debug para ver la "
+                "traza).\n"
+            )
+        return EXIT_FAILED
+
+
+def _run(args: argparse.Namespace, secrets: list[str]) -> int:
+    started = time.monotonic()
+    from enlace_agent.tools.search.chain import SearchChain
+    from enlace_agent.tools.search.errors import (
+        AllProvidersFailed,
+        MissingCredential,
+        QueryError,
+        SearchConfigError,
+    )
+    from enlace_agent.tools.search.models import redact
+    from enlace_agent.tools.search.settings import load_config, load_env, parse_providers
+
+    log.debug("libraries loaded in %.3f s", time.monotonic() - started)
+    err = sys.stderr
+    query = " ".join(" ".join(args.query).split())
+    if not query:
+        return _fail("la consulta está vacía.", EXIT_USAGE, err)
+    try:
+        env = load_env(args.env_file)
+        key = env.get(KEY_ENV, "").strip()
+        if key:
+            secrets.append(key)
+        overrides: dict[str, Any] = {
+            "region": args.region,
+            "max_results": args.max_results,
+            "providers": parse_providers(args.providers) if args.providers is not None else None,
+        }
+        config = load_config(args.config, overrides=overrides)
+        chain = SearchChain(config, env=env)
+    except MissingCredential as exc:
+        return _fail(_missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
+    except SearchConfigError as exc:
+        return _fail(
+            f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}", EXIT_USAGE, err
+        )
+    if len(query) > chain.max_query_chars:
+        return _fail(
+            f"la consulta tiene {len(query)} caracteres y el máximo es {chain.max_query_chars}; "
+            "acórtala (no se recorta automáticamente).",
+            EXIT_USAGE,
+            err,
+        )
+    try:
+        response = chain.search(query)
+    except QueryError as exc:
+        return _fail(f"consulta no válida: {exc}", EXIT_USAGE, err)
+    except AllProvidersFailed as exc:
+        if args.json:
+            _write_json(
+                {
+                    "query": query,
+                    "provider": None,
+                    "results": [],
+                    "skipped": [
+                        {"provider": e.provider, "error": e.kind, "message": e.detail}
+                        for e in exc.errors
+                    ],
+                    "elapsed_s": round(time.monotonic() - started, 3),
+                },
+                secrets,
+            )
+        causes = "\n".join(f"  - {e.provider}: {_why(e)}" for e in exc.errors)
+        return _fail(
+            "ningún proveedor de búsqueda respondió:\n"
+            f"{causes}\nInténtalo de nuevo más tarde; con --debug verás los detalles.",
+            EXIT_FAILED,
+            err,
+        )
+    if args.json:
+        _write_json(response.to_dict(), secrets)
+    else:
+        sys.stdout.write(redact(render_text(response), secrets) + "\n")
+    return EXIT_OK
+
+
+def _write_json(data: dict[str, Any], secrets: list[str]) -> None:
+    from enlace_agent.tools.search.models import redact
+
+    sys.stdout.write(redact(json.dumps(data, ensure_ascii=False, indent=2), secrets) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

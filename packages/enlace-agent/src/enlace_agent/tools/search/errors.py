@@ -1,0 +1,183 @@
+"""Typed outcomes of a failed search, arranged like httpx's exception hierarchy.
+
+    SearchError
+    ├── QueryError                 the query itself is unusable (empty, longer than a provider takes)
+    ├── SearchConfigError          the configuration cannot be used (bad file, missing env file)
+    │   └── MissingCredential      a configured provider has no key (raised when the chain is built)
+    ├── ProviderError              one provider failed to answer; the chain moves on to the next
+    │   ├── RateLimited            the provider asks us to slow down (starts a cool-down)
+    │   │   └── Blocked            DuckDuckGo's bot challenge, whatever the HTTP status
+    │   ├── QuotaExhausted         the monthly quota is spent (starts a cool-down)
+    │   ├── Unavailable            network error, 5xx, unexpected status
+    │   │   ├── ProviderTimeout    connect/read timeout or the total deadline passed
+    │   │   └── ResponseTooLarge   the body went over the size cap
+    │   ├── LayoutChanged          the answer cannot be parsed: never silently "no results"
+    │   ├── AuthenticationFailed   the key was refused
+    │   └── CoolingDown            skipped: still in the cool-down of an earlier rate limit
+    └── AllProvidersFailed         every provider failed; `.errors` lists each cause
+
+Messages are English (they go to logs and to developers) and never contain a secret: the providers
+redact their key from every text they put in an exception. The Spanish words the family reads are
+`ProviderError.reason_es`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class SearchError(Exception):
+    """Base class of every error of the search tool."""
+
+
+class QueryError(SearchError, ValueError):
+    """The query cannot be sent as it is (empty, or longer than a provider accepts)."""
+
+
+class SearchConfigError(SearchError, ValueError):
+    """The search configuration (file, overrides, env file) cannot be used."""
+
+
+class MissingCredential(SearchConfigError):
+    """A provider in the chain needs a key that the environment does not hold."""
+
+    def __init__(self, provider: str, env_var: str) -> None:
+        self.provider = provider
+        self.env_var = env_var
+        super().__init__(
+            f"provider {provider!r} is configured but the environment variable {env_var} is not "
+            f"set: set it (or put it in an env file), or leave {provider} out of the providers"
+        )
+
+
+class ProviderError(SearchError):
+    """One provider could not answer. `kind` is the stable machine name used in the JSON output."""
+
+    kind: ClassVar[str] = "provider_error"
+    reason_es: ClassVar[str] = "error del proveedor"
+
+    def __init__(self, provider: str, detail: str, *, status: int | None = None) -> None:
+        self.provider = provider
+        self.detail = detail
+        self.status = status
+        super().__init__(f"{provider}: {detail}")
+
+    def describe_es(self) -> str:
+        """A short Spanish reason for the family ("bloqueado (HTTP 202)")."""
+        return f"{self.reason_es} (HTTP {self.status})" if self.status else self.reason_es
+
+
+class RateLimited(ProviderError):
+    kind = "rate_limited"
+    reason_es = "límite de peticiones alcanzado"
+
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(provider, detail, status=status)
+        self.retry_after_s = retry_after_s
+
+
+class Blocked(RateLimited):
+    kind = "blocked"
+    reason_es = "bloqueado con una verificación anti-bots"
+
+
+class QuotaExhausted(ProviderError):
+    kind = "quota_exhausted"
+    reason_es = "cuota agotada"
+
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(provider, detail, status=status)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(ProviderError):
+    kind = "unavailable"
+    reason_es = "no disponible"
+
+
+class ProviderTimeout(Unavailable):
+    kind = "timeout"
+    reason_es = "no respondió a tiempo"
+
+
+class ResponseTooLarge(Unavailable):
+    kind = "too_large"
+    reason_es = "respuesta demasiado grande"
+
+
+class LayoutChanged(ProviderError):
+    kind = "layout_changed"
+    reason_es = "respuesta irreconocible (¿ha cambiado su formato?)"
+
+
+class AuthenticationFailed(ProviderError):
+    kind = "authentication"
+    reason_es = "clave rechazada"
+
+
+class CoolingDown(ProviderError):
+    kind = "cooling_down"
+    reason_es = "en pausa"
+
+    def __init__(self, provider: str, *, until: float, cause: str, remaining_s: float) -> None:
+        self.until = until
+        self.cause = cause
+        self.remaining_s = remaining_s
+        super().__init__(
+            provider,
+            f"skipped: cooling down for {remaining_s:.0f} s more after {cause}",
+        )
+
+    def describe_es(self) -> str:
+        minutes = max(1, round(self.remaining_s / 60))
+        cause = _CAUSES_ES.get(self.cause, self.cause)
+        return f"en pausa {minutes} min más tras {cause}"
+
+
+_CAUSES_ES = {
+    RateLimited.kind: "un límite de peticiones",
+    Blocked.kind: "un bloqueo anti-bots",
+    QuotaExhausted.kind: "agotar la cuota",
+}
+
+
+class AllProvidersFailed(SearchError):
+    """Every provider of the chain failed; `errors` holds one `ProviderError` per provider."""
+
+    def __init__(self, errors: list[ProviderError]) -> None:
+        self.errors = tuple(errors)
+        causes = "; ".join(str(e) for e in errors)
+        super().__init__(f"every search provider failed: {causes}")
+
+
+__all__ = [
+    "AllProvidersFailed",
+    "AuthenticationFailed",
+    "Blocked",
+    "CoolingDown",
+    "LayoutChanged",
+    "MissingCredential",
+    "ProviderError",
+    "ProviderTimeout",
+    "QueryError",
+    "QuotaExhausted",
+    "RateLimited",
+    "ResponseTooLarge",
+    "SearchConfigError",
+    "SearchError",
+    "Unavailable",
+]

@@ -1,0 +1,127 @@
+"""Where the search settings come from: package defaults, a user's YAML file, the environment.
+
+- Defaults: `SearchConfig()` (the schema in enlace-config carries them; a pip install has no
+  `configs/` folder).
+- User file: `--config PATH`, else `$XDG_CONFIG_HOME/enlace/search.yaml` (~/.config/... when unset)
+  if it exists.
+- Secrets: only from the environment (`BRAVE_SEARCH_API_KEY`), optionally loaded from
+  `--env-file PATH`, else `$XDG_CONFIG_HOME/enlace/.env` if it exists. Variables already set in the
+  environment win over the file's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from enlace_config.schema.agent import SearchConfig
+from pydantic import ValidationError
+
+from enlace_agent.tools.search.errors import SearchConfigError
+
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    return Path(env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")) / "enlace"
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """`KEY=value` lines (`export` allowed, `#` comments, optional single or double quotes).
+
+    No interpolation, no multi-line values: a tiny subset of the dotenv format."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _ENV_LINE.match(line)
+        if match is None:
+            continue
+        key, value = match.group(1), match.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0].strip()
+        values[key] = value
+    return values
+
+
+def load_env(
+    env_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment the providers see: the env file's values under the real environment's."""
+    env = dict(os.environ if environ is None else environ)
+    path = env_file if env_file is not None else config_dir(env) / ".env"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if env_file is not None:
+            raise SearchConfigError(f"env file {env_file} does not exist") from None
+        return env
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SearchConfigError(f"cannot read env file {path}: {exc}") from None
+    return {**parse_env_file(text), **env}
+
+
+def _format_validation(exc: ValidationError, source: str) -> str:
+    lines: list[str] = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value: Any = err.get("input")
+        lines.append(f"  {key} = {value!r}: {err['msg']} (from {source})")
+    return "\n".join(lines)
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SearchConfig:
+    """Defaults, then the user's file (explicit `path` or the XDG one), then `overrides`."""
+    data: dict[str, Any] = {}
+    source = "package defaults"
+    file = path if path is not None else config_dir(environ) / "search.yaml"
+    if path is not None or file.is_file():
+        source = str(file)
+        try:
+            loaded: Any = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SearchConfigError(f"search config {file} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SearchConfigError(f"cannot read search config {file}: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise SearchConfigError(f"search config {file} is not valid YAML: {exc}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise SearchConfigError(f"search config {file} must be a mapping of settings")
+        data = {str(k): v for k, v in loaded.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    try:
+        config = SearchConfig.model_validate(data)
+    except ValidationError as exc:
+        raise SearchConfigError(
+            f"search config is invalid:\n{_format_validation(exc, source)}"
+        ) from None
+    if overrides:
+        merged = config.model_dump()
+        merged.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            config = SearchConfig.model_validate(merged)
+        except ValidationError as exc:
+            raise SearchConfigError(
+                f"invalid option:\n{_format_validation(exc, 'command line')}"
+            ) from None
+    return config
+
+
+def parse_providers(value: str | Sequence[str]) -> list[str]:
+    """`"duckduckgo,brave"` or a list → a clean list of names (validated later by the schema)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [p.strip().lower() for p in items if p.strip()]

@@ -1,0 +1,193 @@
+"""One bounded HTTP exchange: timeouts, a hard total deadline, a size cap, bounded redirects.
+
+httpx gives connect and read timeouts, but a server that keeps sending a byte now and then never
+trips a read timeout. Here a watchdog timer shuts the socket down when the total deadline passes
+(whatever phase the request is in: waiting for headers or reading the body), and the body is read
+in a stream that stops at `max_response_bytes`. Redirects are followed by hand so that a header
+carrying a secret is never sent to another origin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from enlace_config.schema.agent import HttpConfig
+
+from enlace_agent.tools.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
+from enlace_agent.tools.search.models import redact
+
+log = logging.getLogger("enlace_agent.search")
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    url: str
+
+    def text(self) -> str:
+        charset = "utf-8"
+        content_type = self.headers.get("content-type", "")
+        for part in content_type.split(";")[1:]:
+            key, _, value = part.strip().partition("=")
+            if key.lower() == "charset" and value:
+                charset = value.strip("\"' ")
+        try:
+            return self.body.decode(charset, errors="replace")
+        except LookupError:  # an unknown charset name
+            return self.body.decode("utf-8", errors="replace")
+
+
+class _Watchdog:
+    """Shuts the current connection's socket down when the deadline passes."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.fired = False
+        self._lock = threading.Lock()
+        self._stream: Any = None
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        # httpcore reports the network stream it opened (and the TLS one that replaces it).
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            with self._lock:
+                self._stream = info.get("return_value")
+                if self.fired:
+                    self._shutdown()
+
+    def _shutdown(self) -> None:
+        stream = self._stream
+        if stream is None:
+            return
+        with contextlib.suppress(Exception):
+            sock = stream.get_extra_info("socket")
+            if isinstance(sock, socket.socket):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            self._shutdown()
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+def fetch(
+    method: str,
+    url: str,
+    *,
+    provider: str,
+    http: HttpConfig,
+    headers: Mapping[str, str],
+    params: Mapping[str, str] | None = None,
+    data: Mapping[str, str] | None = None,
+    sensitive_headers: Sequence[str] = (),
+    secrets: Sequence[str] = (),
+) -> HttpResponse:
+    """Send one request and read the whole (capped) body, or raise a typed `Unavailable`.
+
+    `sensitive_headers` are dropped when a redirect leaves the original origin; `secrets` are
+    redacted from every message this function puts in an exception.
+    """
+    start = time.monotonic()
+    deadline = start + http.total_timeout_s
+    timeout = httpx.Timeout(
+        connect=http.connect_timeout_s,
+        read=http.read_timeout_s,
+        write=http.read_timeout_s,
+        pool=http.connect_timeout_s,
+    )
+
+    def fail(exc_type: type[Unavailable], detail: str) -> Unavailable:
+        return exc_type(provider, redact(detail, secrets))
+
+    with _Watchdog(deadline) as watchdog, httpx.Client(timeout=timeout) as client:
+        request = client.build_request(
+            method,
+            url,
+            params=params,
+            data=data,
+            headers=dict(headers),
+            extensions={"trace": watchdog.trace},
+        )
+        origin = _origin(request.url)
+        try:
+            for hop in range(http.max_redirects + 1):
+                response = client.send(request, stream=True, follow_redirects=False)
+                try:
+                    next_request = response.next_request
+                    if next_request is None or not response.is_redirect:
+                        body = _read_capped(response, http.max_response_bytes, deadline, fail)
+                        return HttpResponse(
+                            response.status_code, response.headers, body, str(request.url)
+                        )
+                finally:
+                    response.close()
+                if hop == http.max_redirects:
+                    raise fail(
+                        Unavailable,
+                        f"more than {http.max_redirects} redirects (last HTTP {response.status_code})",
+                    )
+                if _origin(next_request.url) != origin:
+                    for name in sensitive_headers:
+                        next_request.headers.pop(name, None)
+                log.debug("%s: following a redirect (HTTP %d)", provider, response.status_code)
+                request = next_request
+        except Unavailable:
+            raise
+        except httpx.TimeoutException as exc:
+            raise fail(ProviderTimeout, f"timed out ({type(exc).__name__})") from None
+        except httpx.HTTPError as exc:
+            if watchdog.fired:
+                raise fail(
+                    ProviderTimeout, f"no complete answer within {http.total_timeout_s:g} s"
+                ) from None
+            raise fail(Unavailable, f"{type(exc).__name__}: {exc}") from None
+        except OSError as exc:  # socket errors httpx did not wrap
+            if watchdog.fired:
+                raise fail(
+                    ProviderTimeout, f"no complete answer within {http.total_timeout_s:g} s"
+                ) from None
+            raise fail(Unavailable, f"{type(exc).__name__}: {exc}") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _read_capped(
+    response: httpx.Response,
+    cap: int,
+    deadline: float,
+    fail: Any,
+) -> bytes:
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise fail(ResponseTooLarge, f"response declares {declared} bytes, the cap is {cap}")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > cap:
+            raise fail(ResponseTooLarge, f"response body exceeds the cap of {cap} bytes")
+        if time.monotonic() > deadline:
+            raise fail(ProviderTimeout, "the response body did not end before the deadline")
+        chunks.append(chunk)
+    return b"".join(chunks)
