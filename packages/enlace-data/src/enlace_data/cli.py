@@ -24,6 +24,7 @@ from enlace_data.errors import DataError
 
 SUBCOMMAND_MODULES: list[str] = [
     "enlace_data.inspect_cmd",
+    "enlace_data.corpus.cli",
 ]
 
 

@@ -1,0 +1,111 @@
+"""Deduplication: exact (hash of the normalised text) and near-duplicate (MinHash + LSH).
+
+Near duplicates: a document's shingles are its overlapping runs of `shingle_words` words
+(case-folded); their MinHash signature (`num_perm` values, multiply-shift hashing of 64-bit shingle
+hashes) estimates the Jaccard similarity of two shingle sets as the fraction of equal values. The
+signature is cut into b bands of r rows (b*r <= num_perm, chosen like datasketch's MinHashLSH to
+minimise false positives + false negatives around the threshold); documents sharing a band are
+candidates, and a candidate is a duplicate when the estimated similarity is at least the threshold
+(so the band choice only affects recall, never precision). The first document seen is kept.
+
+Memory: the signatures of kept documents (num_perm x 4 bytes each) plus one dict entry per band per
+kept document: about 1 KB per kept document at the defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import numpy as np
+from enlace_config.schema.corpus import DedupConfig
+
+_WORD = re.compile(r"\w+")
+_MASK64 = (1 << 64) - 1
+_CHUNK = 4096
+
+
+def optimal_bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """(bands, rows) minimising the integrated false-positive and false-negative probabilities."""
+    best: tuple[float, int, int] = (float("inf"), 1, num_perm)
+    lo = np.linspace(0.0, threshold, 101)
+    hi = np.linspace(threshold, 1.0, 101)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            fp = np.trapezoid(1 - (1 - lo**r) ** b, lo)
+            fn = np.trapezoid((1 - hi**r) ** b, hi)
+            err = float(fp + fn)
+            if err < best[0]:
+                best = (err, b, r)
+    return best[1], best[2]
+
+
+class NearDuplicateIndex:
+    """Streaming MinHash/LSH: `seen_similar(text)` says whether a similar document came before,
+    and remembers `text` when it did not."""
+
+    def __init__(self, cfg: DedupConfig) -> None:
+        self.cfg = cfg
+        self.bands, self.rows = optimal_bands(cfg.threshold, cfg.num_perm)
+        rng = np.random.default_rng(cfg.seed)
+        self._a = rng.integers(1, 2**63, size=cfg.num_perm, dtype=np.uint64) * np.uint64(
+            2
+        ) + np.uint64(1)
+        self._b = rng.integers(0, 2**63, size=cfg.num_perm, dtype=np.uint64)
+        self._mult = rng.integers(1, 2**63, size=cfg.shingle_words, dtype=np.uint64) | np.uint64(1)
+        self._tables: list[dict[bytes, int]] = [{} for _ in range(self.bands)]
+        self._sigs: list[np.ndarray[Any, np.dtype[np.uint32]]] = []
+        self._word_cache: dict[str, int] = {}
+
+    def _word_hashes(self, words: list[str]) -> np.ndarray[Any, np.dtype[np.uint64]]:
+        cache = self._word_cache
+        if len(cache) > 2_000_000:
+            cache.clear()
+        out = np.empty(len(words), dtype=np.uint64)
+        for i, w in enumerate(words):
+            h = cache.get(w)
+            if h is None:
+                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                cache[w] = h
+            out[i] = h
+        return out
+
+    def signature(self, text: str) -> np.ndarray[Any, np.dtype[np.uint32]]:
+        words = _WORD.findall(text.casefold())
+        if not words:
+            words = [text]
+        k = min(self.cfg.shingle_words, len(words))
+        wh = self._word_hashes(words)
+        n = len(words) - k + 1
+        shingles = np.zeros(n, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for j in range(k):
+                shingles = shingles * self._mult[j] + wh[j : j + n]
+            shingles = np.unique(shingles)
+            sig = np.full(self.cfg.num_perm, np.iinfo(np.uint32).max, dtype=np.uint32)
+            for s in range(0, len(shingles), _CHUNK):
+                block = shingles[s : s + _CHUNK, None] * self._a[None, :] + self._b[None, :]
+                sig = np.minimum(sig, (block >> np.uint64(32)).astype(np.uint32).min(axis=0))
+        return sig
+
+    def seen_similar(self, text: str) -> bool:
+        sig = self.signature(text)
+        r = self.rows
+        keys = [sig[i * r : (i + 1) * r].tobytes() for i in range(self.bands)]
+        checked: set[int] = set()
+        for table, key in zip(self._tables, keys, strict=True):
+            j = table.get(key)
+            if j is None or j in checked:
+                continue
+            checked.add(j)
+            if float(np.mean(self._sigs[j] == sig)) >= self.cfg.threshold:
+                return True
+        idx = len(self._sigs)
+        self._sigs.append(sig)
+        for table, key in zip(self._tables, keys, strict=True):
+            table.setdefault(key, idx)
+        return False
+
+    def __len__(self) -> int:
+        return len(self._sigs)

@@ -1,0 +1,262 @@
+"""Encoding the cleaned documents into uint16 shards, in parallel, resumably.
+
+Input: ``work/docs-<split>.jsonl`` (one cleaned document per line: ``{"s": source index, "t": text,
+"r": times to write it}``). Output: ``<split>_<index:06d>.shard`` files (`enlace_data.shards`), each
+ending at the first document boundary at or after `encoding.shard_tokens` tokens. Every document is
+preceded by <|endoftext|>, so documents are separated by it and a shard starts with it.
+
+Order and contents never depend on the number of workers: the main process reads documents in file
+order, hands batches of about `batch_chars` characters to worker processes (at most 2 per worker in
+flight, so memory stays flat however big the corpus), and writes the results back in order. A
+document written r > 1 times (source weight) is written once per *pass* over the file (pass p writes
+the documents with r > p), so that copies are far apart.
+
+Resumability: after each shard is renamed into place, ``work/encode-state.json`` records where the
+next shard starts (split, pass, byte offset in the docs file) and the counts so far. A build killed
+at any point restarts from the last recorded shard: finished shards are not redone, the half-written
+one only ever existed as a temporary dot-file (removed on restart), and the rest is the same bytes
+an uninterrupted build writes.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.pool import AsyncResult, Pool
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from enlace_data.errors import DataError
+from enlace_data.shards import ShardWriter, shard_name
+from enlace_data.tokenizer import Tokenizer
+
+# Test hook: kill the process (SIGKILL) in the middle of the shard after this many finished shards.
+CRASH_ENV = "ENLACE_CORPUS_CRASH_AFTER_SHARDS"
+
+_worker_tok: Tokenizer | None = None
+
+
+def _init_worker(model_path: str) -> None:
+    global _worker_tok
+    _worker_tok = Tokenizer.from_file(model_path)
+
+
+def _encode_texts(
+    tok: Tokenizer, texts: list[str]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """All documents' tokens, each preceded by <|endoftext|>, flat; and each document's end."""
+    ids = tok.encode_batch(texts)
+    lengths = np.fromiter((len(x) + 1 for x in ids), dtype=np.int64, count=len(ids))
+    ends = np.cumsum(lengths)
+    flat = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint16)
+    pos = 0
+    for x in ids:
+        flat[pos] = tok.eot_id
+        flat[pos + 1 : pos + 1 + len(x)] = x
+        pos += len(x) + 1
+    return flat, ends
+
+
+def _worker_encode(texts: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    assert _worker_tok is not None
+    return _encode_texts(_worker_tok, texts)
+
+
+@dataclass
+class Batch:
+    texts: list[str]
+    sources: list[int]
+    ends: list[int]  # byte offset after each document's line
+    nbytes: list[int]  # UTF-8 bytes of each document's text
+
+
+@dataclass
+class SplitProgress:
+    """Where encoding of a split stands; JSON round-trips through the state file."""
+
+    split: str
+    pass_index: int = 0
+    offset: int = 0
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    sources: dict[str, dict[str, int]] = field(default_factory=dict)
+    done: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "split": self.split,
+            "pass": self.pass_index,
+            "offset": self.offset,
+            "shards": self.shards,
+            "sources": self.sources,
+            "done": self.done,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SplitProgress:
+        return cls(d["split"], d["pass"], d["offset"], d["shards"], d["sources"], d["done"])
+
+
+def _batches(docs_file: Path, pass_index: int, offset: int, batch_chars: int) -> Iterator[Batch]:
+    with open(docs_file, "rb") as f:
+        f.seek(offset)
+        pos = offset
+        b = Batch([], [], [], [])
+        size = 0
+        for raw in f:
+            pos += len(raw)
+            d = json.loads(raw)
+            if d["r"] <= pass_index:
+                continue
+            text: str = d["t"]
+            b.texts.append(text)
+            b.sources.append(d["s"])
+            b.ends.append(pos)
+            n = len(text.encode("utf-8"))
+            b.nbytes.append(n)
+            size += len(text)
+            if size >= batch_chars:
+                yield b
+                b = Batch([], [], [], [])
+                size = 0
+        if b.texts:
+            yield b
+
+
+class _Encoder:
+    """Encodes batches in order, in this process (workers == 1) or in a spawn-safe pool."""
+
+    def __init__(self, tok: Tokenizer, model_path: Path, workers: int) -> None:
+        self.tok = tok
+        self.workers = workers
+        self.pool: Pool | None = None
+        if workers > 1:
+            ctx = multiprocessing.get_context("spawn")
+            self.pool = ctx.Pool(workers, initializer=_init_worker, initargs=(str(model_path),))
+
+    def map(
+        self, batches: Iterator[Batch]
+    ) -> Iterator[tuple[Batch, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+        if self.pool is None:
+            for b in batches:
+                flat, ends = _encode_texts(self.tok, b.texts)
+                yield b, flat, ends
+            return
+        pending: deque[tuple[Batch, AsyncResult[Any]]] = deque()
+        for b in batches:
+            pending.append((b, self.pool.apply_async(_worker_encode, (b.texts,))))
+            if len(pending) >= 2 * self.workers:
+                done, res = pending.popleft()
+                yield done, *res.get()
+        while pending:
+            done, res = pending.popleft()
+            yield done, *res.get()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+
+def remove_stale_temporaries(out_dir: Path) -> int:
+    n = 0
+    for p in out_dir.glob(".*.tmp"):
+        p.unlink(missing_ok=True)
+        n += 1
+    return n
+
+
+def encode_split(
+    *,
+    out_dir: Path,
+    docs_file: Path,
+    progress: SplitProgress,
+    passes: int,
+    source_names: list[str],
+    tok: Tokenizer,
+    model_path: Path,
+    shard_tokens: int,
+    workers: int,
+    batch_chars: int,
+    save_state: Callable[[SplitProgress], None],
+    on_bytes: Callable[[int], object] = lambda n: None,
+) -> SplitProgress:
+    """Encode one split from where `progress` says, calling `save_state` after each shard."""
+    crash_after = int(os.environ.get(CRASH_ENV, "0") or 0)
+    finished_here = 0
+    split = progress.split
+    encoder = _Encoder(tok, model_path, workers)
+    writer: ShardWriter | None = None
+    counts: dict[str, dict[str, int]] = {k: dict(v) for k, v in progress.sources.items()}
+    shard_docs = 0
+    try:
+        while progress.pass_index < passes:
+            for batch, flat, ends in encoder.map(
+                _batches(docs_file, progress.pass_index, progress.offset, batch_chars)
+            ):
+                starts = np.concatenate(([0], ends[:-1]))
+                for i in range(len(batch.texts)):
+                    if writer is None:
+                        path = out_dir / shard_name(split, len(progress.shards))
+                        writer = ShardWriter(
+                            path, vocab_size=tok.vocab_size, tokenizer_id=tok.tokenizer_id
+                        )
+                        shard_docs = 0
+                    doc = flat[starts[i] : ends[i]]
+                    writer.write(doc, text_bytes=batch.nbytes[i])
+                    shard_docs += 1
+                    c = counts.setdefault(
+                        source_names[batch.sources[i]],
+                        {"documents": 0, "tokens": 0, "text_bytes": 0},
+                    )
+                    c["documents"] += 1
+                    c["tokens"] += len(doc)
+                    c["text_bytes"] += batch.nbytes[i]
+                    if crash_after and finished_here >= crash_after:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    if writer.token_count >= shard_tokens:
+                        shard = writer.close()
+                        writer = None
+                        progress.shards.append(
+                            {
+                                "file": shard.path.name,
+                                "tokens": shard.header.token_count,
+                                "text_bytes": shard.header.text_bytes,
+                                "documents": shard_docs,
+                            }
+                        )
+                        progress.offset = batch.ends[i]
+                        progress.sources = {k: dict(v) for k, v in counts.items()}
+                        save_state(progress)
+                        finished_here += 1
+                on_bytes(sum(batch.nbytes))
+            progress.pass_index += 1
+            progress.offset = 0
+        if writer is not None:
+            shard = writer.close()
+            writer = None
+            progress.shards.append(
+                {
+                    "file": shard.path.name,
+                    "tokens": shard.header.token_count,
+                    "text_bytes": shard.header.text_bytes,
+                    "documents": shard_docs,
+                }
+            )
+        progress.sources = counts
+        progress.done = True
+        if not progress.shards:
+            raise DataError(f"split {split!r} has no documents to encode", path=docs_file)
+        save_state(progress)
+        return progress
+    finally:
+        if writer is not None:
+            writer.abort()
+        encoder.close()

@@ -1,0 +1,463 @@
+"""The corpus build: sources -> cleaning -> dedup -> split -> tokenizer -> shards -> manifest + report.
+
+Layout of `out_dir` (the training config's `data.path`):
+
+    train_000000.shard ...    uint16 shards (enlace_data.shards), what the loader reads
+    val_000000.shard ...
+    tokenizer.model, tokenizer.json
+    manifest.json             written last: its presence means the build is complete
+    report.json, report.md    documents and bytes in/out at each step, per source
+    work/                     intermediates: cleaned documents per split, stage states
+
+Each stage records a fingerprint of everything that decides its output; a rerun skips the stages
+whose fingerprint matches (so a crashed build resumes, and a finished one is a no-op) and refuses an
+`out_dir` that holds shards of a different build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from enlace_config.schema.corpus import CorpusConfig
+from tqdm import tqdm
+
+from enlace_data.corpus.cleaning import FILTERS, clean_text, filter_reason, normalised_key_text
+from enlace_data.corpus.dedup import NearDuplicateIndex
+from enlace_data.corpus.encode import SplitProgress, encode_split, remove_stale_temporaries
+from enlace_data.corpus.report import build_report, write_report
+from enlace_data.corpus.sources import SourceReader, resolve_source_files
+from enlace_data.errors import DataError
+from enlace_data.shards import SPLITS, list_shards
+from enlace_data.tokenizer import MODEL_FILE, Tokenizer, train_tokenizer
+
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "enlace-corpus"
+MANIFEST_VERSION = 1
+PIPELINE_VERSION = 1  # bump when a stage's output changes for the same config
+
+
+def _hash(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _unit(*parts: str | bytes) -> float:
+    """A deterministic number in [0, 1) from the parts."""
+    h = hashlib.blake2b(digest_size=8)
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\x00")
+    return int.from_bytes(h.digest(), "little") / 2**64
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _counter() -> dict[str, int]:
+    return {"docs": 0, "bytes": 0}
+
+
+class CorpusBuild:
+    def __init__(
+        self,
+        cfg: CorpusConfig,
+        *,
+        config_file: str = "<config>",
+        progress: bool | None = None,
+        log: Any = print,
+    ) -> None:
+        self.cfg = cfg
+        self.config_file = config_file
+        self.out = Path(os.path.expandvars(cfg.out_dir))
+        self.work = self.out / "work"
+        self.progress_disabled = None if progress is None else not progress
+        self.log = log
+        self.names = [s.name for s in cfg.sources]
+
+    # --- fingerprints -----------------------------------------------------------------------
+    def _prepare_fp(self) -> str:
+        files = []
+        for i, s in enumerate(self.cfg.sources):
+            for f in resolve_source_files(s, i, self.config_file):
+                st = f.stat()
+                files.append([s.name, str(f), st.st_size, st.st_mtime_ns])
+        c = self.cfg
+        return _hash(
+            PIPELINE_VERSION,
+            [s.model_dump() for s in c.sources],
+            files,
+            c.cleaning.model_dump(),
+            c.dedup.model_dump(),
+            c.split.model_dump(),
+        )
+
+    # --- stage 1: read, clean, dedup, split ---------------------------------------------------
+    def prepare(self, fp: str) -> dict[str, Any]:
+        state_file = self.work / "prepare.json"
+        done = _read_json(state_file)
+        if done and done.get("fingerprint") == fp:
+            self.log(f"prepare: up to date ({state_file})")
+            return done
+        cfg = self.cfg
+        created_out = not self.out.exists()
+        self.work.mkdir(parents=True, exist_ok=True)
+        tmp = {s: self.work / f".docs-{s}.jsonl.tmp" for s in SPLITS}
+        files = {s: open(tmp[s], "w", encoding="utf-8") for s in SPLITS}  # noqa: SIM115 (closed below)
+        stats: dict[str, Any] = {}
+        exact: set[bytes] = set()
+        near = NearDuplicateIndex(cfg.dedup) if cfg.dedup.near else None
+        extreme: dict[str, tuple[float, str] | None] = {"train": None, "val": None}
+        t0 = time.perf_counter()
+        bar = tqdm(desc="prepare", unit="B", unit_scale=True, disable=self.progress_disabled)
+        try:
+            for i, source in enumerate(cfg.sources):
+                reader = SourceReader(source, i, cfg.cleaning, self.config_file)
+                st: dict[str, Any] = {
+                    "cleaned": _counter(),
+                    "dropped": {
+                        k: _counter() for k in (*FILTERS, "exact_duplicate", "near_duplicate")
+                    },
+                    "deduped": _counter(),
+                    "train": {**_counter(), "words": 0},
+                    "val": {**_counter(), "words": 0},
+                }
+                last = 0
+                for raw in reader:
+                    bar.update(reader.stats.bytes - last)
+                    last = reader.stats.bytes
+                    text = clean_text(raw.text)
+                    nbytes = len(text.encode("utf-8"))
+                    reason = filter_reason(text, cfg.cleaning)
+                    if reason is None:
+                        st["cleaned"]["docs"] += 1
+                        st["cleaned"]["bytes"] += nbytes
+                        key_text = normalised_key_text(text)
+                        key = hashlib.blake2b(key_text.encode(), digest_size=16).digest()
+                        if cfg.dedup.exact and key in exact:
+                            reason = "exact_duplicate"
+                        elif near is not None and near.seen_similar(text):
+                            reason = "near_duplicate"
+                        exact.add(key)
+                    if reason is not None:
+                        st["dropped"][reason]["docs"] += 1
+                        st["dropped"][reason]["bytes"] += nbytes
+                        continue
+                    st["deduped"]["docs"] += 1
+                    st["deduped"]["bytes"] += nbytes
+                    u = _unit(cfg.split.salt, key)
+                    split = "val" if u < cfg.split.val_fraction else "train"
+                    reps = 1
+                    if split == "train":
+                        w = source.weight
+                        reps = int(w) + (1 if _unit("weight", key) < w - int(w) else 0)
+                    line = json.dumps(
+                        {"s": i, "t": text, "r": reps, "k": key.hex()}, ensure_ascii=False
+                    )
+                    files[split].write(line + "\n")
+                    st[split]["docs"] += 1
+                    st[split]["bytes"] += nbytes
+                    st[split]["words"] += len(text.split())
+                    # Remember the document nearest the split boundary, in case a split is empty.
+                    score = u if split == "train" else -u
+                    e = extreme[split]
+                    if e is None or score < e[0]:
+                        extreme[split] = (score, line)
+                st["read"] = reader.stats.__dict__.copy()
+                stats[source.name] = st
+        except BaseException:
+            for f in files.values():
+                f.close()
+            for p in tmp.values():
+                p.unlink(missing_ok=True)
+            if created_out:
+                shutil.rmtree(self.out, ignore_errors=True)
+            raise
+        finally:
+            bar.close()
+        for f in files.values():
+            f.close()
+        total = {s: sum(v[s]["docs"] for v in stats.values()) for s in SPLITS}
+        try:
+            if total["train"] + total["val"] < 2:
+                self._empty_corpus(stats)
+            for empty, other in (("val", "train"), ("train", "val")):
+                if total[empty] == 0:
+                    self._move_one(extreme[other], tmp[other], tmp[empty], stats, other, empty)
+        except BaseException:
+            for p in tmp.values():
+                p.unlink(missing_ok=True)
+            if created_out:
+                shutil.rmtree(self.out, ignore_errors=True)
+            raise
+        for s in SPLITS:
+            os.replace(tmp[s], self.work / f"docs-{s}.jsonl")
+        result = {
+            "fingerprint": fp,
+            "seconds": round(time.perf_counter() - t0, 3),
+            "sources": stats,
+            "near_dedup": {"bands": near.bands, "rows": near.rows} if near else None,
+        }
+        _write_json(state_file, result)
+        return result
+
+    def _empty_corpus(self, stats: dict[str, Any]) -> None:
+        read = sum(v["read"]["docs"] for v in stats.values())
+        drops: dict[str, int] = {}
+        for v in stats.values():
+            for k, c in v["dropped"].items():
+                drops[k] = drops.get(k, 0) + c["docs"]
+        why = ", ".join(f"{k} {n}" for k, n in drops.items() if n) or "nothing dropped"
+        raise DataError(
+            f"the corpus is empty: {read} documents read from {len(stats)} source(s), fewer than 2 "
+            f"left after cleaning and deduplication ({why}). Check the sources' paths and formats, "
+            f"or lower the thresholds under cleaning: in {self.config_file}"
+        )
+
+    def _move_one(
+        self,
+        extreme: tuple[float, str] | None,
+        src: Path,
+        dst: Path,
+        stats: dict[str, Any],
+        src_split: str,
+        dst_split: str,
+    ) -> None:
+        """Move the document nearest the split boundary so that no split is empty (tiny corpora)."""
+        assert extreme is not None
+        line = extreme[1]
+        rest = src.with_name(src.name + ".rest")
+        with open(src, encoding="utf-8") as fi, open(rest, "w", encoding="utf-8") as fo:
+            moved = False
+            for ln in fi:
+                if not moved and ln.rstrip("\n") == line:
+                    moved = True
+                    continue
+                fo.write(ln)
+        os.replace(rest, src)
+        d = json.loads(line)
+        d["r"] = 1
+        with open(dst, "a", encoding="utf-8") as f:
+            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+        st = stats[self.names[d["s"]]]
+        n, w = len(d["t"].encode("utf-8")), len(d["t"].split())
+        for split, sign in ((src_split, -1), (dst_split, 1)):
+            st[split]["docs"] += sign
+            st[split]["bytes"] += sign * n
+            st[split]["words"] += sign * w
+
+    # --- stage 2: tokenizer -------------------------------------------------------------------
+    def tokenizer(self, fp: str, prepared: dict[str, Any]) -> Tokenizer:
+        tcfg = self.cfg.tokenizer
+        state_file = self.work / "tokenizer.json"
+        if tcfg.path is not None:
+            tok = Tokenizer.from_file(os.path.expandvars(tcfg.path))
+            tok.save(self.out)
+            return tok
+        done = _read_json(state_file)
+        if done and done.get("fingerprint") == fp and (self.out / MODEL_FILE).is_file():
+            tok = Tokenizer.from_file(self.out / MODEL_FILE)
+            if tok.tokenizer_id == done.get("tokenizer_id"):
+                self.log(f"tokenizer: up to date ({tok.tokenizer_id})")
+                return tok
+        train_chars = sum(v["train"]["bytes"] for v in prepared["sources"].values())
+        p = min(1.0, tcfg.sample_chars / max(1, train_chars))
+        sampled = [0]
+
+        def lines() -> Iterator[str]:
+            with open(self.work / "docs-train.jsonl", encoding="utf-8") as f:
+                for raw in f:
+                    d = json.loads(raw)
+                    if p < 1.0 and _unit(str(tcfg.seed), d["k"]) >= p:
+                        continue
+                    sampled[0] += len(d["t"])
+                    yield from d["t"].split("\n")
+
+        t0 = time.perf_counter()
+        self.log(
+            f"tokenizer: training {tcfg.model_type} vocab {tcfg.vocab_size} on ~{p:.0%} of train"
+        )
+        tok = train_tokenizer(
+            lines(),
+            vocab_size=tcfg.vocab_size,
+            model_type=tcfg.model_type,
+            num_threads=tcfg.num_threads,
+            character_coverage=tcfg.character_coverage,
+        )
+        tok.save(self.out)
+        _write_json(
+            state_file,
+            {
+                "fingerprint": fp,
+                "tokenizer_id": tok.tokenizer_id,
+                "sample_chars": sampled[0],
+                "seconds": round(time.perf_counter() - t0, 3),
+            },
+        )
+        return tok
+
+    # --- stage 3: shards ------------------------------------------------------------------------
+    def encode(self, fp: str, prepared: dict[str, Any], tok: Tokenizer) -> dict[str, SplitProgress]:
+        enc = self.cfg.encoding
+        state_file = self.work / "encode-state.json"
+        state = _read_json(state_file)
+        existing = [p for s in SPLITS for p in list_shards(self.out, s)]
+        if not state or state.get("fingerprint") != fp:
+            if existing:
+                raise DataError(
+                    f"{self.out} already holds shards of a different build (other config, sources "
+                    f"or tokenizer); delete the folder or choose another out_dir in {self.config_file}",
+                    path=self.out,
+                )
+            state = {"fingerprint": fp, "splits": {}}
+        removed = remove_stale_temporaries(self.out)
+        if removed:
+            self.log(
+                f"encode: removed {removed} unfinished temporary shard(s) of an interrupted build"
+            )
+        result: dict[str, SplitProgress] = {}
+        max_reps = {"train": max(math.ceil(s.weight) for s in self.cfg.sources), "val": 1}
+        for split in ("val", "train"):
+            prog = (
+                SplitProgress.from_json(state["splits"][split])
+                if split in state["splits"]
+                else SplitProgress(split)
+            )
+            if prog.done:
+                result[split] = prog
+                continue
+            if prog.shards:
+                self.log(f"encode {split}: resuming after {len(prog.shards)} finished shard(s)")
+            total = sum(v[split]["bytes"] for v in prepared["sources"].values())
+            bar = tqdm(
+                desc=f"encode {split}",
+                unit="B",
+                unit_scale=True,
+                disable=self.progress_disabled,
+                total=total if split == "val" else None,
+            )
+
+            def save(p: SplitProgress, split: str = split) -> None:
+                state["splits"][split] = p.to_json()
+                _write_json(state_file, state)
+
+            try:
+                result[split] = encode_split(
+                    out_dir=self.out,
+                    docs_file=self.work / f"docs-{split}.jsonl",
+                    progress=prog,
+                    passes=max_reps[split],
+                    source_names=self.names,
+                    tok=tok,
+                    model_path=self.out / MODEL_FILE,
+                    shard_tokens=enc.shard_tokens,
+                    workers=enc.workers,
+                    batch_chars=enc.batch_chars,
+                    save_state=save,
+                    on_bytes=bar.update,
+                )
+            finally:
+                bar.close()
+        return result
+
+    # --- all of it ----------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        manifest_path = self.out / MANIFEST_FILE
+        t0 = time.perf_counter()
+        prep_fp = self._prepare_fp()
+        tok_fp = _hash(prep_fp, self.cfg.tokenizer.model_dump())
+        old = _read_json(manifest_path)
+        if old is not None:
+            if (
+                old.get("fingerprints", {}).get("prepare") == prep_fp
+                and old.get("fingerprints", {}).get("tokenizer") == tok_fp
+                and old.get("config", {}).get("encoding", {}).get("shard_tokens")
+                == self.cfg.encoding.shard_tokens
+            ):
+                self.log(f"corpus {self.cfg.name}: already built in {self.out} (manifest.json)")
+                return old
+            raise DataError(
+                f"{self.out} holds a finished build of a different config; delete the folder or "
+                f"choose another out_dir in {self.config_file}",
+                path=self.out,
+            )
+        prepared = self.prepare(prep_fp)
+        timings = {"prepare": prepared["seconds"]}
+        t1 = time.perf_counter()
+        tok = self.tokenizer(tok_fp, prepared)
+        timings["tokenizer"] = round(time.perf_counter() - t1, 3)
+        enc_fp = _hash(tok_fp, tok.tokenizer_id, self.cfg.encoding.shard_tokens)
+        t2 = time.perf_counter()
+        splits = self.encode(enc_fp, prepared, tok)
+        timings["encode"] = round(time.perf_counter() - t2, 3)
+        timings["total"] = round(time.perf_counter() - t0, 3)
+        manifest = self._manifest(prep_fp, tok_fp, enc_fp, tok, splits)
+        report = build_report(self.cfg, prepared, splits, tok, timings)
+        write_report(self.out, report)
+        _write_json(manifest_path, manifest)
+        return manifest
+
+    def _manifest(
+        self,
+        prep_fp: str,
+        tok_fp: str,
+        enc_fp: str,
+        tok: Tokenizer,
+        splits: dict[str, SplitProgress],
+    ) -> dict[str, Any]:
+        from enlace_data import __version__
+
+        out_splits: dict[str, Any] = {}
+        for split, prog in splits.items():
+            tokens = sum(s["tokens"] for s in prog.shards)
+            text_bytes = sum(s["text_bytes"] for s in prog.shards)
+            out_splits[split] = {
+                "shards": prog.shards,
+                "tokens": tokens,
+                "text_bytes": text_bytes,
+                "documents": sum(s["documents"] for s in prog.shards),
+                "bytes_per_token": round(text_bytes / tokens, 6) if tokens else 0.0,
+                "sources": prog.sources,
+            }
+        return {
+            "format": MANIFEST_FORMAT,
+            "version": MANIFEST_VERSION,
+            "name": self.cfg.name,
+            "created_by": f"enlace-data {__version__}",
+            "tokenizer": {**tok.info(), "file": MODEL_FILE},
+            "vocab_size": tok.vocab_size,
+            "tokenizer_id": tok.tokenizer_id,
+            "document_separator": f"<|endoftext|> (id {tok.eot_id}) before every document",
+            "splits": out_splits,
+            "fingerprints": {"prepare": prep_fp, "tokenizer": tok_fp, "encode": enc_fp},
+            "config": self.cfg.model_dump(mode="json"),
+        }
+
+
+def build_corpus(
+    cfg: CorpusConfig,
+    *,
+    config_file: str = "<config>",
+    progress: bool | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Run (or resume) the whole build; returns the manifest."""
+    return CorpusBuild(cfg, config_file=config_file, progress=progress, log=log).run()

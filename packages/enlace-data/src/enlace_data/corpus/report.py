@@ -1,0 +1,124 @@
+"""The build report: documents and bytes in and out at each step, per source, and the tokenizer's
+efficiency on the validation split (bytes per token, tokens per word, against byte-level)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from enlace_config.schema.corpus import CorpusConfig
+
+from enlace_data.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from enlace_data.corpus.encode import SplitProgress
+
+STEPS = ("read", "cleaned", "deduped", "train", "val")
+
+
+def build_report(
+    cfg: CorpusConfig,
+    prepared: dict[str, Any],
+    splits: dict[str, SplitProgress],
+    tok: Tokenizer,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    sources: dict[str, Any] = {}
+    for name, st in prepared["sources"].items():
+        row: dict[str, Any] = {
+            "read": {
+                "docs": st["read"]["docs"],
+                "bytes": st["read"]["bytes"],
+                "files": st["read"]["files"],
+            },
+            "bad_utf8_bytes": st["read"]["bad_utf8_bytes"],
+            "bad_utf8_dropped": st["read"]["bad_utf8_dropped"],
+            "gutenberg_files": st["read"]["gutenberg_files"],
+            "cleaned": st["cleaned"],
+            "dropped": st["dropped"],
+            "deduped": st["deduped"],
+        }
+        for split in ("train", "val"):
+            enc = splits[split].sources.get(name, {"documents": 0, "tokens": 0, "text_bytes": 0})
+            row[split] = {**st[split], "tokens": enc["tokens"], "written_docs": enc["documents"]}
+        sources[name] = row
+    # Efficiency on the validation split: text tokens only (the separators carry no text).
+    val_docs = sum(r["val"]["docs"] for r in sources.values())
+    val_tokens = sum(r["val"]["tokens"] for r in sources.values()) - val_docs
+    val_bytes = sum(r["val"]["bytes"] for r in sources.values())
+    val_words = sum(r["val"]["words"] for r in sources.values())
+    efficiency = {
+        "val_text_bytes": val_bytes,
+        "val_tokens": val_tokens,
+        "val_words": val_words,
+        "bytes_per_token": round(val_bytes / val_tokens, 4) if val_tokens else None,
+        "tokens_per_word": round(val_tokens / val_words, 4) if val_words else None,
+        "byte_level_tokens_per_word": round(val_bytes / val_words, 4) if val_words else None,
+    }
+    return {
+        "name": cfg.name,
+        "tokenizer_id": tok.tokenizer_id,
+        "vocab_size": tok.vocab_size,
+        "near_dedup": prepared.get("near_dedup"),
+        "sources": sources,
+        "tokenizer_efficiency_val": efficiency,
+        "seconds": timings,
+    }
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f}"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"# Corpus build report: {report['name']}",
+        "",
+        f"Tokenizer {report['tokenizer_id']} (vocabulary {report['vocab_size']}).",
+        "",
+        "| source | read docs / MB | cleaned docs / MB | dropped (short, repeated, not es, exact, near) "
+        "| deduped docs / MB | train docs / MB / tokens | val docs / MB / tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in report["sources"].items():
+        d = r["dropped"]
+        dropped = ", ".join(
+            str(d[k]["docs"])
+            for k in (
+                "too_short",
+                "repeated_lines",
+                "not_spanish",
+                "exact_duplicate",
+                "near_duplicate",
+            )
+        )
+        lines.append(
+            f"| {name} | {r['read']['docs']} / {_mb(r['read']['bytes'])} "
+            f"| {r['cleaned']['docs']} / {_mb(r['cleaned']['bytes'])} | {dropped} "
+            f"| {r['deduped']['docs']} / {_mb(r['deduped']['bytes'])} "
+            f"| {r['train']['docs']} / {_mb(r['train']['bytes'])} / {r['train']['tokens']} "
+            f"| {r['val']['docs']} / {_mb(r['val']['bytes'])} / {r['val']['tokens']} |"
+        )
+    bad = {n: r["bad_utf8_bytes"] for n, r in report["sources"].items() if r["bad_utf8_bytes"]}
+    if bad:
+        lines += ["", "Invalid UTF-8 bytes: " + ", ".join(f"{n} {b}" for n, b in bad.items())]
+    e = report["tokenizer_efficiency_val"]
+    lines += [
+        "",
+        "Read MB are file bytes (headers included); the other MB are UTF-8 bytes of cleaned text. "
+        "Documents are dropped as too_short, repeated_lines, not_spanish, then exact and near "
+        "duplicates of earlier documents.",
+        "",
+        f"Validation split: {e['val_text_bytes']} bytes, {e['val_tokens']} tokens, {e['val_words']} "
+        f"words: **{e['bytes_per_token']} bytes/token**, {e['tokens_per_word']} tokens/word "
+        f"(byte-level: 1.0 bytes/token, {e['byte_level_tokens_per_word']} tokens/word).",
+        "",
+        "Seconds: " + ", ".join(f"{k} {v}" for k, v in report["seconds"].items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out_dir: Path, report: dict[str, Any]) -> None:
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    (out_dir / "report.md").write_text(format_report(report))

@@ -1,0 +1,233 @@
+"""Reading sources as a stream of raw documents (never a whole file or corpus in memory).
+
+- A ``.jsonl`` / ``.jsonl.gz`` line is one document: the string under the source's `text_field`.
+- A ``.txt`` file is cut into documents of consecutive paragraphs (paragraphs end at blank lines)
+  of at least `cleaning.doc_chars` characters. A paragraph whose lines, except the last, are all at
+  least `cleaning.unwrap_min_chars` long is hard-wrapped prose (Project Gutenberg wraps at about 70
+  columns): its lines are joined with single spaces. Paragraphs of short lines (verse, lists, tables)
+  keep their line breaks.
+- Project Gutenberg files (`cleaning.strip_gutenberg`): everything up to the "*** START OF ..."
+  line (looked for in the first 1,000 lines) and from "End of (the) Project Gutenberg ..." or
+  "*** END OF ..." on is dropped, and so is every paragraph naming Project Gutenberg or its
+  producers ("Produced by ...", pgdp.net): once the header goes, the trademark must go too.
+- Bytes that are not UTF-8 follow `cleaning.bad_utf8` (error / replace / drop) and are counted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enlace_config.schema.corpus import CleaningConfig, CorpusSource
+
+from enlace_data.errors import DataError
+
+SUFFIXES = (".txt", ".jsonl", ".jsonl.gz")
+_PG_START = re.compile(r"^\s*\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
+_PG_END = re.compile(
+    r"^\s*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|End of (the )?Project Gutenberg)",
+    re.IGNORECASE,
+)
+_PG_PARAGRAPH = re.compile(
+    r"gutenberg|pgdp\.net|^\s*(produced by|e-?text prepared by)|distributed proofread",
+    re.IGNORECASE,
+)
+_PG_HEADER_SEARCH_LINES = 1000
+
+
+@dataclass
+class ReadStats:
+    """What reading one source saw (before cleaning)."""
+
+    files: int = 0
+    docs: int = 0
+    bytes: int = 0
+    bad_utf8_bytes: int = 0
+    bad_utf8_dropped: int = 0  # jsonl documents (or txt lines) dropped under bad_utf8: drop
+    gutenberg_files: int = 0
+
+
+@dataclass
+class RawDoc:
+    text: str
+    origin: str  # "file:line" of where the document starts, for messages
+
+
+@dataclass
+class SourceReader:
+    """Iterates the documents of one configured source; `stats` fills in as it goes."""
+
+    source: CorpusSource
+    index: int
+    cleaning: CleaningConfig
+    config_file: str = "<config>"
+    stats: ReadStats = field(default_factory=ReadStats)
+
+    def files(self) -> list[Path]:
+        return resolve_source_files(self.source, self.index, self.config_file)
+
+    def __iter__(self) -> Iterator[RawDoc]:
+        for path in self.files():
+            self.stats.files += 1
+            if path.name.endswith(".txt"):
+                yield from self._txt(path)
+            else:
+                yield from self._jsonl(path)
+
+    # --- decoding ---------------------------------------------------------------------------
+    def _decode(self, raw: bytes, path: Path, lineno: int) -> str | None:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            policy = self.cleaning.bad_utf8
+            bad = len(raw) - len(raw.decode("utf-8", "ignore").encode("utf-8"))
+            self.stats.bad_utf8_bytes += bad
+            if policy == "error":
+                raise DataError(
+                    f"{path}:{lineno}: not valid UTF-8 (byte {raw[e.start : e.start + 1]!r} at "
+                    f"column {e.start}). Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8), "
+                    f"or set cleaning.bad_utf8 to 'replace' or 'drop' in {self.config_file}",
+                    path=path,
+                ) from None
+            if policy == "replace":
+                return raw.decode("utf-8", "replace")
+            self.stats.bad_utf8_dropped += 1
+            return None
+
+    # --- .txt -------------------------------------------------------------------------------
+    def _lines(self, path: Path) -> Iterator[tuple[int, str]]:
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                self.stats.bytes += len(raw)
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                line = self._decode(raw, path, lineno)
+                if line is None:
+                    continue
+                yield lineno, line.rstrip("\r\n")
+
+    def _txt(self, path: Path) -> Iterator[RawDoc]:
+        lines: Iterator[tuple[int, str]] = self._lines(path)
+        if self.cleaning.strip_gutenberg:
+            lines = self._strip_gutenberg(lines)
+        limit = self.cleaning.doc_chars
+        parts: list[str] = []
+        size = 0
+        start = 0
+        for lineno, para in _paragraphs(lines, self.cleaning.unwrap_min_chars):
+            if self.cleaning.strip_gutenberg and _PG_PARAGRAPH.search(para):
+                continue
+            if not parts:
+                start = lineno
+            parts.append(para)
+            size += len(para) + 2
+            if size >= limit:
+                self.stats.docs += 1
+                yield RawDoc("\n\n".join(parts), f"{path}:{start}")
+                parts, size = [], 0
+        if parts:
+            self.stats.docs += 1
+            yield RawDoc("\n\n".join(parts), f"{path}:{start}")
+
+    def _strip_gutenberg(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        head: list[tuple[int, str]] = []
+        for item in lines:
+            if _PG_START.match(item[1]):
+                self.stats.gutenberg_files += 1
+                head = []
+                break
+            head.append(item)
+            if len(head) >= _PG_HEADER_SEARCH_LINES:
+                break
+        for item in head:  # no START marker near the top: not a Gutenberg file, keep it all
+            if _PG_END.match(item[1]):
+                return
+            yield item
+        for item in lines:
+            if _PG_END.match(item[1]):
+                return
+            yield item
+
+    # --- .jsonl -----------------------------------------------------------------------------
+    def _jsonl(self, path: Path) -> Iterator[RawDoc]:
+        field_name = self.source.text_field
+        opener = gzip.open if path.name.endswith(".gz") else open
+        try:
+            with opener(path, "rb") as f:
+                for lineno, raw in enumerate(f, 1):
+                    self.stats.bytes += len(raw)
+                    if not raw.strip():
+                        continue
+                    line = self._decode(raw, path, lineno)
+                    if line is None:
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise DataError(
+                            f"{path}:{lineno}: not a JSON object ({e.msg} at column {e.colno}); "
+                            "each line of a .jsonl file must be one JSON object",
+                            path=path,
+                        ) from None
+                    text = obj.get(field_name) if isinstance(obj, dict) else None
+                    if not isinstance(text, str):
+                        keys = ", ".join(sorted(obj)[:10]) if isinstance(obj, dict) else "none"
+                        raise DataError(
+                            f"{path}:{lineno}: no string field {field_name!r} (keys: {keys}); "
+                            f"set text_field of source {self.source.name!r} in {self.config_file}",
+                            path=path,
+                        )
+                    self.stats.docs += 1
+                    yield RawDoc(text, f"{path}:{lineno}")
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataError(f"{path}: cannot read ({e})", path=path) from e
+
+
+def _paragraphs(lines: Iterator[tuple[int, str]], unwrap_min: int) -> Iterator[tuple[int, str]]:
+    """(first line number, paragraph text) for each run of non-blank lines."""
+    block: list[str] = []
+    start = 0
+    for lineno, line in lines:
+        if line.strip():
+            if not block:
+                start = lineno
+            block.append(line)
+        elif block:
+            yield start, _unwrap(block, unwrap_min)
+            block = []
+    if block:
+        yield start, _unwrap(block, unwrap_min)
+
+
+def _unwrap(block: list[str], unwrap_min: int) -> str:
+    if len(block) > 1 and all(len(line.rstrip()) >= unwrap_min for line in block[:-1]):
+        return " ".join(line.strip() for line in block)
+    return "\n".join(line.rstrip() for line in block)
+
+
+def resolve_source_files(source: CorpusSource, index: int, config_file: str) -> list[Path]:
+    """The files of a source, sorted; a clear DataError when the path is missing or holds none."""
+    raw = source.path
+    p = Path(os.path.expandvars(os.path.expanduser(raw)))
+    where = f"sources[{index}].path ({source.name!r}) in {config_file}"
+    if not p.exists():
+        hint = f" (from {raw!r})" if str(p) != raw else ""
+        raise DataError(
+            f"{where}: {p}{hint} does not exist (relative paths are read from the working "
+            f"directory {Path.cwd()}); fix the path or create the files",
+            path=p,
+        )
+    if p.is_file():
+        if not p.name.endswith(SUFFIXES):
+            raise DataError(f"{where}: {p} is not one of {', '.join(SUFFIXES)}", path=p)
+        return [p]
+    files = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES))
+    if not files:
+        raise DataError(f"{where}: folder {p} holds no {', '.join(SUFFIXES)} files", path=p)
+    return files

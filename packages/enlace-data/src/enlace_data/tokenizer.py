@@ -1,0 +1,371 @@
+"""Enlace's SentencePiece tokenizer: training, a small encode/decode API, and a stable identifier.
+
+Choices (all in service of "decode(encode(text)) == text for any NFC text"):
+- identity normalisation (the corpus cleaning already did NFC), no dummy prefix, no removal of
+  extra whitespace, whitespace-only pieces allowed (runs of spaces in code become few tokens);
+- byte fallback: a character outside the vocabulary becomes its UTF-8 bytes, so there is never an
+  unknown token (emoji, rare scripts, control characters);
+- digits split into single-digit pieces (arithmetic-friendly, and no piece per year);
+- "\\n" is a user-defined piece: training sees one paragraph per line, so without it every newline
+  would cost a byte token;
+- U+2581 (LOWER ONE EIGHTH BLOCK, SentencePiece's internal space marker) in the input would decode
+  as a space. We encode each occurrence as its three UTF-8 byte tokens <0xE2><0x96><0x81>, which
+  SentencePiece decodes back to the character itself. It is removed from the training sample so no
+  learned piece spells it.
+- Special tokens are SentencePiece *control* symbols at fixed ids (see SPECIAL_TOKENS): they are
+  never produced from text (the literal string "<|endoftext|>" encodes as ordinary pieces) and
+  decode to nothing. <|endoftext|> separates documents and serves as both beginning and end.
+
+The identifier (`tokenizer_id`) hashes what decides the token ids: every piece with its score and
+type, the normaliser specs, the algorithm, byte fallback and this module's encoding rule version.
+It is not a hash of the model file, whose trainer section embeds input paths and thread counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.errors import DataError
+
+__all__ = [
+    "ENCODING_RULES",
+    "SPECIAL_TOKENS",
+    "ByteTokenizer",
+    "Tokenizer",
+    "load_tokenizer",
+    "train_tokenizer",
+]
+
+# Fixed ids: position in this tuple. Reserved slots keep later chat features from moving ids.
+SPECIAL_TOKENS: tuple[str, ...] = (
+    "<unk>",
+    "<|endoftext|>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|end|>",
+    "<|tool_call|>",
+    "<|tool_result|>",
+    *(f"<|reserved_{i}|>" for i in range(8)),
+)
+NEWLINE_PIECE = "\n"
+META = "\u2581"
+# Bumped when encode() changes how text maps to ids for the same model (part of tokenizer_id).
+ENCODING_RULES = "enlace-sp-1: U+2581 as bytes"
+MODEL_FILE = "tokenizer.model"
+INFO_FILE = "tokenizer.json"
+
+
+class Tokenizer:
+    """A trained SentencePiece model with Enlace's encoding rules. Build with `from_file`/`train`."""
+
+    def __init__(self, model_proto: bytes, *, origin: str = "<memory>") -> None:
+        self.origin = origin
+        self._proto = model_proto
+        self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        spec = _read_specs(model_proto)
+        problems = []
+        if spec["normalizer_name"] != "identity":
+            problems.append(f"normalisation '{spec['normalizer_name']}' (need identity)")
+        if spec["add_dummy_prefix"]:
+            problems.append("add_dummy_prefix is on")
+        if spec["remove_extra_whitespaces"]:
+            problems.append("remove_extra_whitespaces is on")
+        if not spec["byte_fallback"]:
+            problems.append("byte_fallback is off")
+        for i, name in enumerate(SPECIAL_TOKENS):
+            if i >= self._sp.get_piece_size() or self._sp.id_to_piece(i) != name:
+                problems.append(f"id {i} is not {name}")
+                break
+        if problems:
+            raise DataError(
+                f"{origin}: not an Enlace tokenizer (it would not keep text intact or special ids "
+                f"differ): {'; '.join(problems)}. Train one with `enlace-data corpus CONFIG`."
+            )
+        self._spec = spec
+        self._meta_ids = [self._sp.piece_to_id(f"<0x{b:02X}>") for b in META.encode("utf-8")]
+        self.special_ids: dict[str, int] = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
+        self.eot_id = self.special_ids["<|endoftext|>"]
+        self.bos_id = self.eot_id
+        self.eos_id = self.eot_id
+        self.vocab_size: int = self._sp.get_piece_size()
+        self.tokenizer_id: str = self._compute_id()
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Tokenizer:
+        p = Path(path)
+        if p.is_dir():
+            p = p / MODEL_FILE
+        try:
+            proto = p.read_bytes()
+        except OSError as e:
+            raise DataError(f"{p}: cannot read the tokenizer model ({e.strerror})") from e
+        try:
+            return cls(proto, origin=str(p))
+        except (RuntimeError, ValueError) as e:
+            if isinstance(e, DataError):
+                raise
+            raise DataError(f"{p}: not a SentencePiece model ({e})") from e
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write tokenizer.model and tokenizer.json (ids, identifier) into `directory`, atomically."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        _atomic_write(d / MODEL_FILE, self._proto)
+        _atomic_write(d / INFO_FILE, (json.dumps(self.info(), indent=2) + "\n").encode())
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "kind": "sentencepiece",
+            "tokenizer_id": self.tokenizer_id,
+            "vocab_size": self.vocab_size,
+            "model_type": self._spec["model_type"],
+            "special_ids": self.special_ids,
+            "eot_id": self.eot_id,
+            "encoding_rules": ENCODING_RULES,
+        }
+
+    # --- the API ------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (no special tokens added)."""
+        if META not in text:
+            return self._sp.encode(text)
+        out: list[int] = []
+        for i, part in enumerate(text.split(META)):
+            if i:
+                out.extend(self._meta_ids)
+            if part:
+                out.extend(self._sp.encode(part))
+        return out
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        plain = [t for t in texts if META not in t]
+        if len(plain) == len(texts):
+            return self._sp.encode(list(texts))
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`; special tokens decode to nothing."""
+        return self._sp.decode([int(i) for i in ids])
+
+    def id_to_piece(self, i: int) -> str:
+        return self._sp.id_to_piece(i)
+
+    def _compute_id(self) -> str:
+        sp = self._sp
+        h = hashlib.sha256()
+        header = {
+            "rules": ENCODING_RULES,
+            "model_type": self._spec["model_type"],
+            "byte_fallback": self._spec["byte_fallback"],
+            "normalizer": self._spec["normalizer_raw"].hex(),
+            "denormalizer": self._spec["denormalizer_raw"].hex(),
+        }
+        h.update(json.dumps(header, sort_keys=True).encode())
+        for i in range(sp.get_piece_size()):
+            kind = (
+                "c"
+                if sp.is_control(i)
+                else "u"
+                if sp.is_unknown(i)
+                else "b"
+                if sp.is_byte(i)
+                else "n"
+            )
+            h.update(sp.id_to_piece(i).encode("utf-8", "surrogatepass") + b"\x00")
+            h.update(struct.pack("<f", sp.get_score(i)) + kind.encode())
+        return "sp-" + h.hexdigest()[:32]
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.tokenizer_id}, vocab_size={self.vocab_size}, from {self.origin})"
+
+
+def train_tokenizer(
+    lines: Iterable[str],
+    *,
+    vocab_size: int,
+    model_type: str = "bpe",
+    num_threads: int = 1,
+    character_coverage: float = 0.9995,
+    max_sentence_length: int = 16384,
+) -> Tokenizer:
+    """Train on `lines` (paragraphs without newlines; one SentencePiece 'sentence' each).
+
+    Deterministic: the same lines and options give the same pieces (the caller chooses the sample
+    with its seed; SentencePiece's own sampling is off).
+    """
+    if vocab_size > 65536:
+        raise ValueError(f"vocab_size {vocab_size} does not fit uint16 shards (max 65536)")
+    user_symbols = [NEWLINE_PIECE]
+    min_vocab = len(SPECIAL_TOKENS) + len(user_symbols) + 256 + 1
+    if vocab_size < min_vocab:
+        raise ValueError(f"vocab_size {vocab_size} is below the fixed tokens ({min_vocab})")
+    counted = [0]
+
+    def sentences() -> Iterable[str]:
+        for line in lines:
+            line = line.replace(META, " ").replace("\n", " ")
+            if line.strip():
+                counted[0] += 1
+                yield line
+
+    buf = _BytesSink()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences()),
+            model_writer=buf,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            byte_fallback=True,
+            split_digits=True,
+            normalization_rule_name="identity",
+            add_dummy_prefix=False,
+            remove_extra_whitespaces=False,
+            allow_whitespace_only_pieces=True,
+            unk_id=0,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            control_symbols=list(SPECIAL_TOKENS[1:]),
+            user_defined_symbols=user_symbols,
+            character_coverage=character_coverage,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            max_sentence_length=max_sentence_length,
+            max_sentencepiece_length=16,
+            hard_vocab_limit=False,
+            num_threads=num_threads,
+            minloglevel=2,
+        )
+    except RuntimeError as e:
+        if counted[0] == 0:
+            raise DataError("cannot train a tokenizer on an empty sample (no text)") from e
+        raise DataError(f"SentencePiece training failed: {e}") from e
+    return Tokenizer(buf.data, origin="<trained>")
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer | ByteTokenizer:
+    """The tokenizer a checkpoint (or corpus directory, or tokenizer.model file) was made with.
+
+    tokenizer.model present: the SentencePiece tokenizer. Otherwise tokenizer.json with kind
+    "bytes", or a model.json with vocab_size 256 (a byte-level run): the ByteTokenizer.
+    """
+    p = Path(path)
+    if p.is_file():
+        return Tokenizer.from_file(p)
+    if (p / MODEL_FILE).is_file():
+        return Tokenizer.from_file(p / MODEL_FILE)
+    info = p / INFO_FILE
+    if info.is_file():
+        try:
+            kind = json.loads(info.read_text()).get("kind")
+        except (OSError, ValueError, AttributeError) as e:
+            raise DataError(f"{info}: unreadable tokenizer description ({e})") from e
+        if kind == "bytes":
+            return ByteTokenizer()
+        raise DataError(f"{info}: says kind {kind!r} but {p / MODEL_FILE} is missing")
+    model_json = p / "model.json"
+    if model_json.is_file():
+        try:
+            meta = json.loads(model_json.read_text())
+        except (OSError, ValueError) as e:
+            raise DataError(f"{model_json}: unreadable ({e})") from e
+        cfg = meta.get("config", meta) if isinstance(meta, dict) else {}
+        vocab = cfg.get("vocab_size") if isinstance(cfg, dict) else None
+        if vocab == 256:
+            return ByteTokenizer()
+        raise DataError(
+            f"{p}: no {MODEL_FILE} beside a model with vocab_size {vocab}; copy the corpus's "
+            f"tokenizer.model into the checkpoint"
+        )
+    raise DataError(f"{p}: no {MODEL_FILE}, {INFO_FILE} or model.json here")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+class _BytesSink:
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, b: bytes) -> int:
+        self.data += b
+        return len(b)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
+    """Top-level (field number, value) pairs of a protobuf message (wire format, no schema)."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            yield num, value
+        elif wire == 1:
+            yield num, buf[pos : pos + 8]
+            pos += 8
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            yield num, buf[pos : pos + n]
+            pos += n
+        elif wire == 5:
+            yield num, buf[pos : pos + 4]
+            pos += 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+
+
+def _read_specs(proto: bytes) -> dict[str, Any]:
+    """The options that decide encoding, read from sentencepiece_model.proto's field numbers:
+    ModelProto{2: trainer_spec, 3: normalizer_spec, 5: denormalizer_spec};
+    TrainerSpec{3: model_type (1 unigram, 2 bpe, 3 word, 4 char), 35: byte_fallback};
+    NormalizerSpec{1: name, 3: add_dummy_prefix, 4: remove_extra_whitespaces}."""
+    try:
+        top = list(_fields(proto))
+    except (IndexError, ValueError) as e:
+        raise ValueError(f"not a SentencePiece model ({e})") from e
+    trainer = b"".join(v for n, v in top if n == 2 and isinstance(v, bytes))
+    normalizer = b"".join(v for n, v in top if n == 3 and isinstance(v, bytes))
+    denormalizer = b"".join(v for n, v in top if n == 5 and isinstance(v, bytes))
+    t = dict(_fields(trainer))
+    nz = dict(_fields(normalizer))
+    name = nz.get(1, b"")
+    model_types = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+    return {
+        "model_type": model_types.get(int(t.get(3, 1)), "unknown"),  # type: ignore[arg-type]
+        "byte_fallback": bool(t.get(35, 0)),
+        "normalizer_name": name.decode() if isinstance(name, bytes) else "",
+        "add_dummy_prefix": bool(nz.get(3, 1)),  # proto default: true
+        "remove_extra_whitespaces": bool(nz.get(4, 1)),  # proto default: true
+        "normalizer_raw": normalizer,
+        "denormalizer_raw": denormalizer,
+    }
