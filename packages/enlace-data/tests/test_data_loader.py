@@ -1,0 +1,312 @@
+"""The loader contract: shapes, order, exact resume, rank splits, refusals, validation batches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from enlace_config.schema.data import DataConfig
+from enlace_data import DataError
+from enlace_data.loader import Loader, Permutation, build_loader, eval_batches
+from enlace_data.sample import builtin_split, builtin_text
+from enlace_data.shards import shard_name, write_shard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+T = 8
+
+
+def _make_shards(root: Path, lengths: list[int], val_lengths: tuple[int, ...] = (60, 45)) -> Path:
+    """Shards whose tokens are all distinct (a running counter), so each window is identifiable."""
+    root.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for split, lens in (("train", lengths), ("val", val_lengths)):
+        for i, n in enumerate(lens):
+            write_shard(
+                root / shard_name(split, i),
+                np.arange(start, start + n),
+                vocab_size=65536,
+                tokenizer_id="sp-test",
+                text_bytes=4 * n,
+            )
+            start += n
+    return root
+
+
+def _make_bytes(root: Path, train: bytes, val: bytes) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.txt").write_bytes(train)
+    (root / "val.txt").write_bytes(val)
+    return root
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, DataConfig]:
+    base = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    # Uneven shards (one too short for any window) so windows straddle nothing and epochs are short.
+    shards = _make_shards(base / "shards", [100, 7, 57, 33, 90])
+    text = bytes(rng.integers(0, 256, size=700, dtype=np.uint8))
+    byts = _make_bytes(base / "bytes", text[:600], text[600:])
+    return {
+        "shards": DataConfig(kind="shards", path=str(shards), context_length=T, eval_batches=3),
+        "bytes": DataConfig(kind="bytes", path=str(byts), context_length=T, eval_batches=3),
+        "builtin": DataConfig(
+            kind="bytes",
+            path=str(base / "missing"),
+            fallback="builtin",
+            context_length=T,
+            eval_batches=3,
+        ),
+    }
+
+
+def _take(loader: Loader, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [next(loader) for _ in range(n)]
+
+
+def test_batches_are_int64_inputs_and_shifted_targets(sources: dict[str, DataConfig]) -> None:
+    for cfg in sources.values():
+        x, y = next(build_loader(cfg, micro_batch_size=3, seed=1))
+        assert x.shape == y.shape == (3, T)
+        assert x.dtype == y.dtype == np.int64
+        assert x.flags.c_contiguous and y.flags.c_contiguous
+        np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+
+
+def test_shard_windows_come_from_one_shard_at_window_offsets(
+    sources: dict[str, DataConfig],
+) -> None:
+    loader = build_loader(sources["shards"], micro_batch_size=4, seed=3)
+    n = loader.samples_per_epoch
+    # Windows per shard: (len - 1) // T -> 12, 0, 7, 4, 11.
+    assert n == 12 + 0 + 7 + 4 + 11
+    starts = set()
+    shard_starts = [0, 100, 107, 164, 197]
+    shard_ends = [100, 107, 164, 197, 287]
+    for x, y in _take(loader, n // 4):
+        for row_x, row_y in zip(x, y, strict=True):
+            first, last = int(row_x[0]), int(row_y[-1])
+            assert last - first == T  # consecutive tokens: never across a shard boundary
+            k = max(i for i, s in enumerate(shard_starts) if s <= first)
+            assert (first - shard_starts[k]) % T == 0 and last < shard_ends[k]
+            starts.add(first)
+    assert len(starts) == (n // 4) * 4  # no repeats inside an epoch
+
+
+def test_each_epoch_is_a_permutation_and_epochs_differ(sources: dict[str, DataConfig]) -> None:
+    loader = build_loader(sources["shards"], micro_batch_size=1, seed=5)
+    n = loader.samples_per_epoch
+    epochs = [[int(next(loader)[0][0, 0]) for _ in range(n)] for _ in range(3)]
+    assert all(sorted(e) == sorted(epochs[0]) for e in epochs)
+    assert len(set(epochs[0])) == n
+    assert epochs[0] != epochs[1] != epochs[2]
+    other_seed = build_loader(sources["shards"], micro_batch_size=1, seed=6)
+    assert [int(next(other_seed)[0][0, 0]) for _ in range(n)] != epochs[0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 17, 64, 1000, 4097])
+def test_permutation_is_a_bijection(n: int) -> None:
+    out = Permutation(n, key=42)(np.arange(n))
+    assert sorted(out.tolist()) == list(range(n))
+    if n > 16:
+        assert out.tolist() != list(range(n))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kind=st.sampled_from(["shards", "bytes", "builtin"]),
+    k=st.integers(0, 40),
+    m=st.integers(1, 8),
+    batch=st.integers(1, 5),
+    seed=st.integers(0, 2**31),
+)
+def test_resume_continues_exactly(
+    sources: dict[str, DataConfig], kind: str, k: int, m: int, batch: int, seed: int
+) -> None:
+    """Advance k, save, rebuild, load, compare the next m with an uninterrupted loader.
+
+    The shard and bytes sets hold 34 and 74 windows: k up to 40 batches of up to 5 crosses
+    shard and epoch boundaries many times.
+    """
+    cfg = sources[kind]
+    reference = _take(build_loader(cfg, micro_batch_size=batch, seed=seed), k + m)
+    first = build_loader(cfg, micro_batch_size=batch, seed=seed)
+    _take(first, k)
+    state = json.loads(json.dumps(first.state_dict()))
+    assert state["samples_consumed"] == k * batch
+    resumed = build_loader(cfg, micro_batch_size=batch, seed=seed)
+    resumed.load_state_dict(state)
+    for (x, y), (rx, ry) in zip(_take(resumed, m), reference[k:], strict=True):
+        np.testing.assert_array_equal(x, rx)
+        np.testing.assert_array_equal(y, ry)
+
+
+@pytest.mark.parametrize("kind", ["shards", "bytes"])
+@pytest.mark.parametrize("world", [2, 3])
+def test_rank_splits_are_disjoint_and_cover_the_stream(
+    sources: dict[str, DataConfig], kind: str, world: int
+) -> None:
+    cfg, B, steps = sources[kind], 2, 20
+    single = build_loader(cfg, micro_batch_size=B * world, seed=9)
+    ranks = [
+        build_loader(cfg, micro_batch_size=B, seed=9, rank=r, world_size=world)
+        for r in range(world)
+    ]
+    for _ in range(steps):
+        x, _ = next(single)
+        parts = [next(r)[0] for r in ranks]
+        np.testing.assert_array_equal(np.concatenate(parts), x)
+    # One epoch with rank-local batches: each window appears once in total.
+    n = ranks[0].samples_per_epoch
+    fresh = [
+        build_loader(cfg, micro_batch_size=1, seed=9, rank=r, world_size=world)
+        for r in range(world)
+    ]
+    seen = [tuple(next(fresh[i % world])[0][0].tolist()) for i in range(n - n % world)]
+    assert len(set(seen)) == len(seen)
+
+
+def test_state_re_splits_to_another_world_size(sources: dict[str, DataConfig]) -> None:
+    cfg = sources["shards"]
+    ranks = [build_loader(cfg, micro_batch_size=2, seed=4, rank=r, world_size=2) for r in range(2)]
+    for r in ranks:
+        _take(r, 7)
+    state = ranks[0].state_dict()
+    assert state == ranks[1].state_dict()
+    single = build_loader(cfg, micro_batch_size=4, seed=4)
+    single.load_state_dict(state)
+    x, _ = next(single)
+    np.testing.assert_array_equal(x, np.concatenate([next(r)[0] for r in ranks]))
+
+
+def test_state_from_other_data_or_settings_is_refused(
+    sources: dict[str, DataConfig], tmp_path: Path
+) -> None:
+    loader = build_loader(sources["shards"], micro_batch_size=2, seed=1)
+    _take(loader, 3)
+    state = loader.state_dict()
+
+    with pytest.raises(DataError, match="other data"):
+        build_loader(sources["bytes"], micro_batch_size=2, seed=1).load_state_dict(state)
+    with pytest.raises(DataError, match="seed"):
+        build_loader(sources["shards"], micro_batch_size=2, seed=2).load_state_dict(state)
+    longer = sources["shards"].model_copy(update={"context_length": T + 1})
+    with pytest.raises(DataError, match="context_length"):
+        build_loader(longer, micro_batch_size=2, seed=1).load_state_dict(state)
+    with pytest.raises(DataError, match="split"):
+        build_loader(sources["shards"], split="val", micro_batch_size=2, seed=1).load_state_dict(
+            state
+        )
+    # Same names, one shard longer: other files.
+    changed = _make_shards(tmp_path / "changed", [100, 7, 57, 33, 91])
+    cfg2 = sources["shards"].model_copy(update={"path": str(changed)})
+    with pytest.raises(DataError, match="refusing to resume"):
+        build_loader(cfg2, micro_batch_size=2, seed=1).load_state_dict(state)
+    # Same size, other bytes.
+    bdir = Path(sources["bytes"].path)
+    other = _make_bytes(tmp_path / "b2", b"x" * 600, (bdir / "val.txt").read_bytes())
+    bstate = build_loader(sources["bytes"], micro_batch_size=2, seed=1).state_dict()
+    cfg3 = sources["bytes"].model_copy(update={"path": str(other)})
+    with pytest.raises(DataError, match="other data"):
+        build_loader(cfg3, micro_batch_size=2, seed=1).load_state_dict(bstate)
+    with pytest.raises(DataError, match="format"):
+        loader.load_state_dict({"samples_consumed": 3})
+    with pytest.raises(DataError, match="non-negative"):
+        loader.load_state_dict({**state, "samples_consumed": -1})
+
+
+def test_val_loader_is_one_ordered_pass(sources: dict[str, DataConfig]) -> None:
+    loader = build_loader(sources["shards"], split="val", micro_batch_size=2, seed=0)
+    firsts = [int(v) for x, _ in loader for v in x[:, 0]]
+    # val shards of 60 and 45 tokens -> 7 + 5 windows, in file order; 12 // 2 = 6 batches.
+    assert len(firsts) == 12
+    assert firsts == sorted(firsts)
+
+
+def test_eval_batches_are_fixed_from_val_and_spread(sources: dict[str, DataConfig]) -> None:
+    cfg = sources["shards"]
+    a = eval_batches(cfg, micro_batch_size=4)
+    b = eval_batches(cfg, micro_batch_size=4)
+    assert len(a) == cfg.eval_batches
+    for (xa, ya), (xb, yb) in zip(a, b, strict=True):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+        assert xa.shape == (4, T) and xa.dtype == np.int64
+    val_tokens = set(range(287, 287 + 105))
+    firsts = [int(v) for x, y in a for v in x[:, 0]]
+    for x, y in a:
+        assert set(x.ravel().tolist()) <= val_tokens and set(y.ravel().tolist()) <= val_tokens
+        np.testing.assert_array_equal(y[:, -1] - x[:, 0], T)  # never across the two val shards
+    assert firsts == sorted(firsts) and len(set(firsts)) == len(firsts)
+    assert max(firsts) - min(firsts) > 60  # spread over both val shards
+    # Ranks split the same windows.
+    r0 = eval_batches(cfg, micro_batch_size=2, rank=0, world_size=2)
+    r1 = eval_batches(cfg, micro_batch_size=2, rank=1, world_size=2)
+    assert len(r0) == len(r1) == cfg.eval_batches
+    both = {int(v) for batches in (r0, r1) for x, _ in batches for v in x[:, 0]}
+    assert len(both) == 2 * 2 * cfg.eval_batches
+
+
+def test_bytes_per_token_and_description(sources: dict[str, DataConfig]) -> None:
+    shards = build_loader(sources["shards"], micro_batch_size=1, seed=0)
+    assert shards.bytes_per_token == pytest.approx(4.0)
+    assert shards.description.startswith("shards ") and shards.tokenizer_id == "sp-test"
+    byts = build_loader(sources["bytes"], micro_batch_size=1, seed=0)
+    assert byts.bytes_per_token == 1.0
+    assert byts.description == f"prepared corpus {sources['bytes'].path}"
+    assert (
+        build_loader(sources["builtin"], micro_batch_size=1, seed=0).description
+        == "built-in sample"
+    )
+
+
+def test_train_and_val_never_overlap(sources: dict[str, DataConfig]) -> None:
+    # Shards: distinct token values per split, so any shared token would be an overlap.
+    tr = build_loader(sources["shards"], micro_batch_size=1, seed=0)
+    train_tokens = {int(t) for _ in range(tr.samples_per_epoch) for t in next(tr)[1][0]}
+    val_tokens = {
+        int(t) for x, y in eval_batches(sources["shards"], micro_batch_size=4) for t in y.ravel()
+    }
+    assert train_tokens and val_tokens and not train_tokens & val_tokens
+    # Built-in sample: the two splits partition the text at a paragraph break ...
+    train, val = builtin_split("train"), builtin_split("val")
+    assert train + val == builtin_text()
+    assert train.endswith(b"\n\n") and 0.05 < len(val) / len(builtin_text()) < 0.2
+    # ... and share no 64-byte passage (the sample repeats no paragraph).
+    pieces = {val[i : i + 64] for i in range(0, len(val) - 64, 16)}
+    assert not any(p in train for p in pieces)
+
+
+def test_builtin_sample_is_substantial_spanish_nfc() -> None:
+    import unicodedata
+
+    text = builtin_text().decode("utf-8")
+    assert len(builtin_text()) > 30_000
+    assert unicodedata.is_normalized("NFC", text) and "\r" not in text
+    for word in (" que ", " la ", "ñ", "¿", "—"):
+        assert word in text
+
+
+def test_missing_bytes_data_is_explained(tmp_path: Path) -> None:
+    cfg = DataConfig(kind="bytes", path=str(tmp_path / "nope"), context_length=T)
+    with pytest.raises(DataError, match="enlace-data smoke") as err:
+        build_loader(cfg, micro_batch_size=1, seed=0)
+    assert "fallback" in str(err.value)
+    _make_bytes(tmp_path / "half", b"a" * 100, b"")
+    (tmp_path / "half" / "val.txt").unlink()
+    cfg = DataConfig(kind="bytes", path=str(tmp_path / "half"), context_length=T)
+    with pytest.raises(DataError, match=r"missing val\.txt"):
+        eval_batches(cfg, micro_batch_size=1)
+    with pytest.raises(DataError, match="vocab_size >= 256"):
+        build_loader(cfg, micro_batch_size=1, seed=0, vocab_size=128)
+
+
+def test_shard_maps_stay_bounded(sources: dict[str, DataConfig]) -> None:
+    loader = build_loader(sources["shards"], micro_batch_size=4, seed=0, max_open=2)
+    _take(loader, 20)
+    assert loader._source.open_maps <= 2  # type: ignore[attr-defined]
