@@ -1,0 +1,102 @@
+"""`enlace-train CONFIG [key=value ...]` and `enlace-train sample RUN_DIR --prompt "..."`.
+
+Thin on purpose: the config is composed and validated before torch is imported (a bad config exits 2
+in a fraction of a second), then the trainer does the work. Errors the user can act on print one
+paragraph and exit 2; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+USAGE = """\
+enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
+enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint"""
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str, exc: BaseException | None, debug: bool, code: int = EXIT_BAD_INPUT) -> int:
+    if debug and exc is not None:
+        traceback.print_exception(exc)
+    print(f"enlace-train: error: {message}", file=sys.stderr)
+    return code
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="enlace-train", usage=USAGE, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="a run file, e.g. configs/runs/smoke-cpu.yaml")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def _sample_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="enlace-train sample",
+                                description="Sample text from a run's newest checkpoint (or a checkpoint directory).")
+    p.add_argument("run_dir", help="a run directory (runs/NAME) or one checkpoint directory")
+    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8, help="0 for greedy decoding")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--seed", type=int, default=1337, help="sampling seed (same seed, same text)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "sample":
+        return sample_main(args[1:])
+    ns = _train_parser().parse_args(args)
+    return train_main(ns.config, ns.overrides, debug=ns.debug)
+
+
+def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) -> int:
+    from enlace_config import ConfigError, load_run_config
+
+    try:
+        resolved = load_run_config(config, list(overrides))
+    except ConfigError as exc:
+        return _fail(str(exc), exc, debug)
+
+    # Only now the heavy imports: a bad config never waits for torch.
+    from enlace_data import DataError
+
+    from enlace_train.errors import TrainError
+    from enlace_train.trainer import train
+
+    try:
+        summary = train(resolved)
+    except (TrainError, DataError) as exc:
+        return _fail(str(exc), exc, debug)
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted; the last complete checkpoint is kept (rerun to resume)", exc, debug, 130)
+    except Exception as exc:  # a bug, not bad input: say so, and how to see the traceback
+        return _fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", exc, debug, 1)
+    if summary.final_val_bpb is not None:
+        print(f"done: step {summary.step}, val loss {summary.final_val_loss:.4f}, "
+              f"val bits/byte {summary.final_val_bpb:.4f}, run directory {summary.run_dir}")
+    return 0
+
+
+def sample_main(argv: Sequence[str]) -> int:
+    ns = _sample_parser().parse_args(list(argv))
+    try:
+        from enlace_train.sample import sample_text
+
+        text = sample_text(ns.run_dir, ns.prompt, max_new_tokens=ns.max_new_tokens,
+                           temperature=ns.temperature, top_k=ns.top_k, top_p=ns.top_p, seed=ns.seed)
+    except (FileNotFoundError, ValueError) as exc:  # DataError, missing or corrupt checkpoints
+        return _fail(str(exc), exc, ns.debug)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,456 @@
+"""The training loop, and the plain functions it calls.
+
+Start-up runs in the order that fails fastest: the hardware profile is checked against this machine
+(backends.py), then data and model are built and checked against each other, then the run directory
+is prepared (resume from its newest complete checkpoint, or a new run, optionally from
+`train.init_from`). Only then does `train` enter the loop, which reads top to bottom:
+schedule -> micro-steps with accumulation -> unscale, clip, step -> log -> eval -> checkpoint.
+
+Exactness: everything that decides the numbers (weights, optimizer moments, GradScaler, RNGs, loader
+position, step) is in the checkpoint, the schedule is a function of the step, and the logged loss
+is the step's own (no running average), so a stopped and resumed CPU run writes the same losses and
+ends with the same weights, bit for bit, as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+from enlace_config.schema import RunConfig
+from enlace_data.loader import Loader, build_loader, eval_batches
+from enlace_model import build_model, count_parameters, flops_per_token
+from enlace_model.checkpoint import load_model, resolve_checkpoint
+
+from enlace_train.backends import Backend, setup_backend
+from enlace_train.checkpointing import (
+    TRAINER_STATE_FORMAT,
+    check_resume_allowed,
+    check_threads,
+    latest_checkpoint,
+    load_trainer_state,
+    save_checkpoint,
+)
+from enlace_train.errors import OutOfMemory, SetupError
+from enlace_train.metrics import (
+    METRICS_FILE,
+    MetricsWriter,
+    Progress,
+    close_logging,
+    format_duration,
+    log,
+    setup_logging,
+    truncate_metrics,
+)
+from enlace_train.schedule import lr_at
+from enlace_train.state import provenance, rng_state, seed_everything, set_rng_state
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class TrainProgress:
+    """The counters a checkpoint carries besides the tensors."""
+
+    step: int = 0
+    tokens_seen: int = 0
+    skipped_steps: int = 0
+    elapsed_s: float = 0.0  # training wall time of earlier segments of this run
+
+
+@dataclass
+class TrainSummary:
+    """What `train` returns: where the run ended and how fast it went (benchmarks read it)."""
+
+    run_dir: Path
+    step: int
+    stopped_by_signal: bool
+    final_val_loss: float | None
+    final_val_bpb: float | None
+    tokens_per_s: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+class StopSignals:
+    """SIGINT/SIGTERM ask the loop to finish the current step, save and exit cleanly. A second
+    SIGINT stops at once (KeyboardInterrupt; the atomic checkpoint leaves nothing half-written)."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name  # only a flag: the loop logs and saves
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread (e.g. a benchmark's worker): no handlers
+                return
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+# ----------------------------------------------------------------------------- building blocks
+def build_optimizer(model: torch.nn.Module, cfg: RunConfig, backend: Backend) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only: not norms or gains, embeddings only by config."""
+    embedding_params = {
+        id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()
+    }
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        is_embedding = id(p) in embedding_params
+        if p.ndim >= 2 and (not is_embedding or cfg.train.decay_embeddings):
+            decay.append(p)
+        else:
+            no_decay.append(p)
+    groups = [
+        {"params": decay, "weight_decay": cfg.train.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        groups,
+        lr=cfg.train.lr,
+        betas=(cfg.train.beta1, cfg.train.beta2),
+        eps=cfg.train.eps,
+        fused=True if backend.fused_adamw else None,
+    )
+
+
+def micro_batch_suggestion(micro_batch: int, per_step: int) -> int | None:
+    """The next micro-batch size down that still divides the per-device batch of a step."""
+    smaller = [d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0]
+    return smaller[0] if smaller else None
+
+
+def out_of_memory(cfg: RunConfig, world_size: int) -> OutOfMemory:
+    mb = cfg.hardware.micro_batch_size
+    per_step = cfg.train.global_batch_size // world_size
+    nxt = micro_batch_suggestion(mb, per_step)
+    hint = (
+        f"try hardware.micro_batch_size={nxt} (gradient accumulation grows to keep "
+        f"train.global_batch_size={cfg.train.global_batch_size})"
+        if nxt
+        else "micro-batch 1 does not fit: use a smaller model or a shorter data.context_length"
+    )
+    return OutOfMemory(
+        f"Out of GPU memory at hardware.micro_batch_size={mb} (profile '{cfg.hardware.name}', "
+        f"context {cfg.data.context_length}): {hint}. Nothing was saved from the failed step; the "
+        f"run resumes from its last complete checkpoint."
+    )
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module, batches: list[Batch], backend: Backend, bytes_per_token: float
+) -> tuple[float, float]:
+    """Mean validation cross-entropy (nats/token) and bits per byte, on the fixed val batches."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=backend.device)
+    for x, y in batches:
+        with backend.autocast():
+            total += model(x, y).ce_loss.double()
+    model.train(was_training)
+    val_loss = float(total.item()) / len(batches)
+    return val_loss, val_loss / math.log(2) / bytes_per_token
+
+
+def trainer_state(
+    *,
+    progress: TrainProgress,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    loader: Loader,
+    backend: Backend,
+    resolved: Any,
+    init_from: str | None,
+) -> dict[str, Any]:
+    """Everything besides the weights that a resumed run needs to continue bit for bit (plain data
+    and tensors only: it loads with weights_only=True)."""
+    return {
+        "format": TRAINER_STATE_FORMAT,
+        "step": progress.step,
+        "tokens_seen": progress.tokens_seen,
+        "skipped_steps": progress.skipped_steps,
+        "elapsed_s": progress.elapsed_s,
+        "optimizer": optimizer.state_dict(),
+        "scheduler": {"kind": "wsd", "step": progress.step},
+        "grad_scaler": scaler.state_dict(),
+        "rng": rng_state(backend.rng_state()),
+        "loader": loader.state_dict(),
+        "num_threads": torch.get_num_threads(),
+        "world_size": 1,
+        "config": resolved.to_dict(),
+        "origins": {k: str(v) for k, v in resolved.origins.items()},
+        "init_from": init_from,
+        **provenance(),
+    }
+
+
+def write_tokenizer(cfg: RunConfig) -> Any:
+    """A function that puts the run's tokenizer files into a checkpoint directory."""
+
+    def write(directory: Path) -> None:
+        from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
+
+        tokenizer = ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
+        save = getattr(tokenizer, "save", None)
+        if save is not None:
+            save(directory)
+
+    return write
+
+
+def _load_weights(model: torch.nn.Module, checkpoint: Path, cfg: RunConfig) -> None:
+    source = load_model(checkpoint, device="cpu", dtype=torch.float32)
+    mismatch = [k for k in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden")
+                if getattr(source.cfg, k, None) not in (None, getattr(cfg.model, k))] if hasattr(source, "cfg") else []
+    if mismatch:
+        raise SetupError(f"{checkpoint} has another model shape ({', '.join(mismatch)} differ)")
+    model.load_state_dict(source.state_dict())
+
+
+# ----------------------------------------------------------------------------- the run
+def train(resolved: Any, *, world_size: int = 1, rank: int = 0) -> TrainSummary:
+    """Run (or resume) the training described by a resolved config (enlace_config.ResolvedConfig)."""
+    cfg: RunConfig = resolved.config
+    tc, hw = cfg.train, cfg.hardware
+    progress_line = Progress()
+    backend = setup_backend(hw)  # exits through HardwareError before any data is read
+    run_dir = Path(cfg.run.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(run_dir, progress_line)
+    try:
+        return _train(resolved, cfg, backend, run_dir, progress_line, world_size, rank)
+    finally:
+        progress_line.clear()
+        close_logging()
+
+
+def _train(
+    resolved: Any,
+    cfg: RunConfig,
+    backend: Backend,
+    run_dir: Path,
+    progress_line: Progress,
+    world_size: int,
+    rank: int,
+) -> TrainSummary:
+    tc, hw = cfg.train, cfg.hardware
+    seed_everything(tc.seed)
+    # --- data and model, checked against each other
+    loader = build_loader(
+        cfg.data, split="train", micro_batch_size=hw.micro_batch_size, seed=tc.seed,
+        rank=rank, world_size=world_size, vocab_size=cfg.model.vocab_size,
+    )
+    val_loader = build_loader(cfg.data, split="val", micro_batch_size=hw.micro_batch_size, seed=tc.seed,
+                              vocab_size=cfg.model.vocab_size)
+    bytes_per_token = val_loader.bytes_per_token
+    val_batches = [
+        (backend.to_device(x), backend.to_device(y))
+        for x, y in eval_batches(cfg.data, micro_batch_size=hw.micro_batch_size, rank=rank,
+                                 world_size=world_size, vocab_size=cfg.model.vocab_size)
+    ]
+    if loader.vocab_size > cfg.model.vocab_size:
+        raise SetupError(
+            f"the data ({loader.description}) has vocabulary {loader.vocab_size}, larger than "
+            f"model.vocab_size={cfg.model.vocab_size}"
+        )
+    model = build_model(cfg.model, attention=hw.attention).to(backend.device)
+    optimizer = build_optimizer(model, cfg, backend)
+    scaler = backend.grad_scaler()
+    accum = cfg.grad_accumulation_steps(world_size)
+    tokens_per_step = tc.global_batch_size * cfg.data.context_length
+    flops_per_tok = flops_per_token(cfg.model, cfg.data.context_length)
+
+    # --- the run directory: resume, init_from, or a new run
+    prog = TrainProgress()
+    init_from = tc.init_from
+    checkpoint = latest_checkpoint(run_dir)
+    metrics_path = run_dir / METRICS_FILE
+    if checkpoint is not None:
+        state = load_trainer_state(checkpoint)
+        allowed = check_resume_allowed(
+            state["config"], resolved.to_dict(), dict(resolved.origins), checkpoint=checkpoint, step=state["step"]
+        )
+        check_threads(state["num_threads"], torch.get_num_threads(), allow_change=tc.allow_thread_change,
+                      checkpoint=checkpoint)
+        _load_weights(model, checkpoint, cfg)
+        optimizer.load_state_dict(state["optimizer"])
+        if state["grad_scaler"]:
+            scaler.load_state_dict(state["grad_scaler"])
+        loader.load_state_dict(state["loader"])
+        backend.set_rng_state(set_rng_state(state["rng"]))
+        prog = TrainProgress(state["step"], state["tokens_seen"], state["skipped_steps"], state["elapsed_s"])
+        init_from = state.get("init_from")
+        kept = truncate_metrics(metrics_path, prog.step)
+        log.info("resuming %s from %s (step %d; metrics.jsonl cut back to %d rows)%s", cfg.run.name,
+                 checkpoint, prog.step, kept, f"; allowed changes: {'; '.join(allowed)}" if allowed else "")
+    else:
+        truncate_metrics(metrics_path, 0)
+        if tc.init_from:
+            source = resolve_checkpoint(tc.init_from)
+            _load_weights(model, source, cfg)
+            if tc.init_optimizer:
+                optimizer.load_state_dict(load_trainer_state(source)["optimizer"])
+            log.info("new run %s initialised from %s (weights%s; not an exact resume)", cfg.run.name,
+                     source, " and optimizer state" if tc.init_optimizer else "")
+    (run_dir / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
+
+    n_params = count_parameters(model, include_embeddings=False)
+    log.info("run %s -> %s | %s", cfg.run.name, run_dir, backend.describe())
+    log.info("data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
+             "accumulation | %d threads", loader.description, n_params / 1e6, tc.global_batch_size,
+             cfg.data.context_length, hw.micro_batch_size, accum, torch.get_num_threads())
+    if prog.step >= tc.max_steps:
+        log.info("run already complete at step %d (train.max_steps=%d)", prog.step, tc.max_steps)
+        return TrainSummary(run_dir, prog.step, False, None, None, [], prog.elapsed_s)
+
+    metrics = MetricsWriter(metrics_path)
+    signals = StopSignals()
+    signals.install()
+    model.train()
+    train_model = torch.compile(model) if hw.compile else model
+    summary = TrainSummary(run_dir, prog.step, False, None, None)
+    meter = Throughput(prog.step, prog.elapsed_s, tokens_per_step)
+
+    def save(step: int) -> None:
+        state = trainer_state(progress=prog, optimizer=optimizer, scaler=scaler, loader=loader,
+                              backend=backend, resolved=resolved, init_from=init_from)
+        path = save_checkpoint(run_dir, step, model, cfg.model, state, keep=tc.keep_checkpoints,
+                               extra_files=write_tokenizer(cfg))
+        log.info("checkpoint %s", path)
+
+    try:
+        while prog.step < tc.max_steps:
+            lr = lr_at(prog.step, tc)  # schedule
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            # micro-steps: the loss is divided by `accum` so k micro-batches of b make one batch of k*b
+            ce_sum = torch.zeros((), device=backend.device)
+            z_sum = torch.zeros((), device=backend.device)
+            try:
+                for _ in range(accum):
+                    x, y = (backend.to_device(a) for a in next(loader))
+                    with backend.autocast():
+                        out = train_model(x, y, z_loss_weight=tc.z_loss_weight)
+                    scaler.scale(out.loss / accum).backward()
+                    ce_sum += out.ce_loss.detach().float()
+                    z_sum += out.z_loss.detach().float()
+            except torch.OutOfMemoryError as exc:
+                raise out_of_memory(cfg, world_size) from exc
+            # unscale, clip (the norm is logged either way), step; fp16 steps with inf/nan are skipped
+            scaler.unscale_(optimizer)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip or math.inf)
+            scale_before = scaler.get_scale()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            prog.skipped_steps += int(scaler.is_enabled() and scaler.get_scale() < scale_before)
+            prog.step += 1
+            prog.tokens_seen += tokens_per_step
+            step = prog.step
+            prog.elapsed_s = meter.elapsed()
+            if step % tc.log_every == 0 or step == tc.max_steps:  # log
+                backend.synchronize()
+                row = {"step": step, "loss": (ce_sum / accum).item(), "z_loss": (z_sum / accum).item(),
+                       "lr": lr, "grad_norm": float(grad_norm), **meter.measure(step, tc.max_steps)}
+                log_step(row, metrics, cfg, prog, backend, scaler, flops_per_tok)
+                summary.tokens_per_s.append(row["tokens_per_s"])
+            with meter.aside():  # evaluation and checkpoints are kept out of tokens/s
+                if step % tc.eval_every == 0 or step == tc.max_steps:
+                    val_loss, val_bpb = evaluate(model, val_batches, backend, bytes_per_token)
+                    metrics.write({"step": step, "val_loss": val_loss, "val_bpb": val_bpb})
+                    log.info("step %d | val loss %.4f | val bits/byte %.4f", step, val_loss, val_bpb)
+                    summary.final_val_loss, summary.final_val_bpb = val_loss, val_bpb
+                if step % tc.checkpoint_every == 0 or step == tc.max_steps or signals.requested:
+                    save(step)
+            progress_line.update(f"[{cfg.run.name}] step {step}/{tc.max_steps} ({100 * step / tc.max_steps:.0f}%) "
+                                 f"elapsed {format_duration(prog.elapsed_s)}")
+            if signals.requested:
+                log.info("%s received: stopped after step %d with a checkpoint; rerun the same command "
+                         "to resume", signals.requested, step)
+                summary.stopped_by_signal = True
+                break
+    finally:
+        signals.restore()
+        metrics.close()
+    summary.step, summary.elapsed_s = prog.step, prog.elapsed_s
+    return summary
+
+
+class Throughput:
+    """tokens/s and ETA over the interval since the last log line, minus time spent aside (eval,
+    checkpoints); elapsed time carried across resumes."""
+
+    def __init__(self, step: int, elapsed_before: float, tokens_per_step: int) -> None:
+        self.start = self.interval_start = time.perf_counter()
+        self.elapsed_before = elapsed_before
+        self.interval_step = step
+        self.tokens_per_step = tokens_per_step
+        self.excluded = 0.0
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.start
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.excluded += time.perf_counter() - t0
+
+    def measure(self, step: int, max_steps: int) -> dict[str, float]:
+        now = time.perf_counter()
+        seconds = max(now - self.interval_start - self.excluded, 1e-9)
+        steps = max(step - self.interval_step, 1)
+        self.interval_start, self.interval_step, self.excluded = now, step, 0.0
+        return {
+            "tokens_per_s": steps * self.tokens_per_step / seconds,
+            "eta_s": (max_steps - step) * seconds / steps,
+        }
+
+
+def log_step(
+    row: dict[str, Any],
+    metrics: MetricsWriter,
+    cfg: RunConfig,
+    prog: TrainProgress,
+    backend: Backend,
+    scaler: torch.amp.GradScaler,
+    flops_per_tok: float,
+) -> None:
+    """Complete a logged step's row (MFU, memory, counters), append it to metrics.jsonl, print it."""
+    peak = cfg.hardware.peak_flops
+    row["mfu"] = flops_per_tok * row["tokens_per_s"] / peak if peak else None
+    row.update(tokens_seen=prog.tokens_seen, elapsed_s=prog.elapsed_s,
+               peak_mem_mb=backend.peak_memory_mb(), skipped_steps=prog.skipped_steps)
+    if scaler.is_enabled():
+        row["loss_scale"] = scaler.get_scale()
+    metrics.write(row)
+    log.info(
+        "step %d/%d | loss %.4f | z %.2e | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %s | elapsed %s "
+        "| ETA %s | peak mem %.0f MB%s",
+        row["step"], cfg.train.max_steps, row["loss"], row["z_loss"], row["lr"], row["grad_norm"],
+        row["tokens_per_s"], f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a",
+        format_duration(prog.elapsed_s), format_duration(row["eta_s"]), row["peak_mem_mb"],
+        f" | loss scale {row['loss_scale']:.0f}, skipped steps {prog.skipped_steps}" if scaler.is_enabled() else "",
+    )
