@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from enlace_data.errors import DataError
 
 SUBCOMMAND_MODULES: list[str] = [
+    "enlace_data.smoke",
     "enlace_data.inspect_cmd",
     "enlace_data.corpus.cli",
 ]

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from enlace_data._fs import default_file_mode, fsync_dir
 from enlace_data.errors import DataError
 
 MAGIC = b"ENLSHARD"
@@ -270,17 +271,6 @@ def open_shards(paths: Sequence[str | Path], *, max_vocab_size: int | None = Non
     return shards
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _as_tokens(
     tokens: Iterable[int] | np.ndarray[Any, Any], vocab_size: int, path: Path
 ) -> np.ndarray[Any, np.dtype[np.uint16]]:
@@ -334,6 +324,7 @@ class ShardWriter:
             prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
         )
         self._tmp = Path(tmp)
+        os.fchmod(fd, default_file_mode())
         self._file = os.fdopen(fd, "wb")
         self._file.write(b"\0" * HEADER_SIZE)  # the real header is written on close
         self._closed = False
@@ -370,7 +361,7 @@ class ShardWriter:
             self.abort()
             raise
         self._closed = True
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         return Shard(self.path, header)
 
     def abort(self) -> None:
