@@ -1,0 +1,408 @@
+"""The checkpoint layout, defined once for the trainer, the export, `sample` and `remote.sh pull`.
+
+    RUN_DIR/checkpoints/step_<N>/
+        model.safetensors   the weights (safetensors: loading never unpickles anything)
+        model.json          {"format": "enlace-checkpoint", "format_version": 1, "config": {...}}
+        tokenizer.model     the SentencePiece model, when the run has one
+        tokenizer.json      the tokenizer's description and special-token ids (enlace-data's)
+        trainer_state.pt    the trainer's state (optimizer, RNGs, loader...), its own format
+        COMPLETE            written last: {"format_version", "step", "files": {name: {sha256, bytes}}}
+
+A checkpoint directory appears under its final name only once complete: `atomic_checkpoint`
+writes into a temporary directory beside it, writes COMPLETE with the sha256 of every file, fsyncs
+and renames. A `step_<N>` directory without COMPLETE, or whose files do not match their recorded
+hashes, is incomplete or corrupt: `find_latest_checkpoint` skips it with a warning naming it.
+
+The attention backend and the dtype are chosen when loading (`load_model`), never stored: a model
+trained in float16 with mem_efficient attention on a GPU loads in float32 on a CPU-only server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from enlace_config.schema.model import ModelConfig
+from pydantic import ValidationError
+from torch import Tensor
+
+from enlace_model.errors import CheckpointError
+from enlace_model.model import Transformer
+
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "COMPLETE_FILE",
+    "CONFIG_FILE",
+    "FORMAT_VERSION",
+    "MODEL_FILE",
+    "TOKENIZER_INFO_FILE",
+    "TOKENIZER_MODEL_FILE",
+    "TRAINER_STATE_FILE",
+    "CheckpointError",
+    "atomic_checkpoint",
+    "check_state_dict",
+    "checkpoint_step",
+    "find_latest_checkpoint",
+    "list_checkpoints",
+    "load_model",
+    "load_state_dict",
+    "read_model_config",
+    "resolve_checkpoint",
+    "save_model",
+    "verify_checkpoint",
+]
+
+FORMAT = "enlace-checkpoint"
+FORMAT_VERSION = 1
+CHECKPOINTS_DIR = "checkpoints"
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "model.json"
+TOKENIZER_MODEL_FILE = "tokenizer.model"
+TOKENIZER_INFO_FILE = "tokenizer.json"
+TRAINER_STATE_FILE = "trainer_state.pt"
+COMPLETE_FILE = "COMPLETE"
+HF_CONFIG_FILE = "config.json"
+_STEP_RE = re.compile(r"^step_(\d+)$")
+_TMP_PREFIX = ".tmp-"
+
+PathLike = str | os.PathLike[str]
+
+
+# --- layout -------------------------------------------------------------------------------------
+def checkpoint_step(path: PathLike) -> int | None:
+    """N for a directory named step_<N>, else None."""
+    m = _STEP_RE.match(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def _step_dirs(run_dir: Path) -> list[tuple[int, Path]]:
+    root = run_dir / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        step = checkpoint_step(p)
+        if step is not None and p.is_dir():
+            found.append((step, p))
+    return sorted(found)
+
+
+def list_checkpoints(run_dir: PathLike) -> list[Path]:
+    """The run's checkpoint directories that carry a COMPLETE marker, oldest step first (hashes
+    are not checked here: `find_latest_checkpoint` and `verify_checkpoint` do that)."""
+    return [p for _, p in _step_dirs(Path(run_dir)) if (p / COMPLETE_FILE).is_file()]
+
+
+# --- writing ------------------------------------------------------------------------------------
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != COMPLETE_FILE)
+
+
+def _write_complete(directory: Path, step: int | None) -> None:
+    files: dict[str, dict[str, Any]] = {}
+    for p in _files(directory):
+        with open(p, "rb") as f:
+            os.fsync(f.fileno())
+        files[p.relative_to(directory).as_posix()] = {
+            "sha256": _sha256(p),
+            "bytes": p.stat().st_size,
+        }
+    marker = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, "files": files}
+    _atomic_write_bytes(directory / COMPLETE_FILE, (json.dumps(marker, indent=1) + "\n").encode())
+    _fsync_dir(directory)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temporaries(root: Path) -> None:
+    """Temporary checkpoint directories left by a process that died mid-save (kill -9)."""
+    for p in root.glob(f"{_TMP_PREFIX}*"):
+        m = re.search(r"-(\d+)$", p.name)
+        if p.is_dir() and m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_checkpoint(run_dir: PathLike, step: int) -> Iterator[Path]:
+    """Yield a temporary directory inside RUN_DIR/checkpoints/ to write a checkpoint into.
+
+    On a clean exit: COMPLETE (sha256 of every file) is written, everything fsynced, and the
+    directory renamed to step_<N> (replacing an older step_<N>). On an exception the temporary
+    directory is removed and the exception propagates: no partial step_<N> ever exists."""
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(root)
+    tmp = root / f"{_TMP_PREFIX}step_{step}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+        _write_complete(tmp, step)
+        final = root / f"step_{step}"
+        old = None
+        if final.exists():
+            old = root / f"{_TMP_PREFIX}old-step_{step}-{os.getpid()}"
+            os.replace(final, old)
+        os.replace(tmp, final)
+        _fsync_dir(root)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def save_model(directory: PathLike, model: Transformer, cfg: ModelConfig) -> None:
+    """Write model.safetensors and model.json into `directory` (each file atomically). The weights
+    are saved in the dtype they have; contiguous CPU copies, each tensor once."""
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    tmp = d / f"{_TMP_PREFIX}{MODEL_FILE}-{os.getpid()}"
+    save_file(state, str(tmp), metadata={"format": "pt"})
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, d / MODEL_FILE)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": cfg.model_dump(mode="json"),
+    }
+    _atomic_write_bytes(d / CONFIG_FILE, (json.dumps(meta, indent=2) + "\n").encode())
+
+
+# --- finding and checking -----------------------------------------------------------------------
+def verify_checkpoint(path: PathLike, files: tuple[str, ...] | None = None) -> None:
+    """Raise CheckpointError unless `path` holds a COMPLETE marker and every file it lists (or
+    only `files` of them) has the recorded size and sha256."""
+    d = Path(path)
+    marker_path = d / COMPLETE_FILE
+    if not marker_path.is_file():
+        raise CheckpointError(
+            f"{d}: incomplete checkpoint (no {COMPLETE_FILE} marker: the save was interrupted). "
+            f"Use an earlier checkpoint or the run directory, which picks the newest complete one."
+        )
+    try:
+        marker = json.loads(marker_path.read_text())
+        listed: dict[str, dict[str, Any]] = marker["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{marker_path}: unreadable completion marker ({e})") from e
+    for name in files if files is not None else tuple(listed):
+        entry = listed.get(name)
+        p = d / name
+        if entry is None:
+            if p.exists():
+                raise CheckpointError(f"{p}: not listed in {COMPLETE_FILE}; it was added later")
+            continue
+        if not p.is_file():
+            raise CheckpointError(f"{p}: missing (listed in {COMPLETE_FILE})")
+        if p.stat().st_size != entry.get("bytes") or _sha256(p) != entry.get("sha256"):
+            raise CheckpointError(
+                f"{p}: checksum mismatch with {COMPLETE_FILE}: the file was modified or damaged "
+                f"after the checkpoint was written. Do not use it; use another checkpoint."
+            )
+
+
+def find_latest_checkpoint(run_dir: PathLike) -> Path | None:
+    """The newest complete and intact step_<N> of a run directory, or None. Incomplete or corrupt
+    ones are skipped with a warning naming them."""
+    for _, p in reversed(_step_dirs(Path(run_dir))):
+        try:
+            verify_checkpoint(p)
+        except CheckpointError as e:
+            warnings.warn(f"skipping checkpoint {p}: {e}", stacklevel=2)
+            continue
+        return p
+    return None
+
+
+def _is_hf_folder(d: Path) -> bool:
+    return (d / HF_CONFIG_FILE).is_file() and not (d / CONFIG_FILE).is_file()
+
+
+def resolve_checkpoint(path: PathLike) -> Path:
+    """A checkpoint directory from a run directory (its newest complete checkpoint), a checkpoint
+    directory, a directory written by `save_model`, or an exported Hugging Face folder."""
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"{p}: no such file or directory")
+    if p.is_file():
+        if p.name in (MODEL_FILE, CONFIG_FILE, HF_CONFIG_FILE):
+            return resolve_checkpoint(p.parent)
+        raise CheckpointError(f"{p}: give a run directory or a checkpoint directory, not a file")
+    if (p / CONFIG_FILE).is_file() or (p / MODEL_FILE).is_file() or _is_hf_folder(p):
+        return p
+    if (p / CHECKPOINTS_DIR).is_dir():
+        latest = find_latest_checkpoint(p)
+        if latest is None:
+            raise CheckpointError(
+                f"{p}: no complete checkpoint in {p / CHECKPOINTS_DIR} (none finished saving, or "
+                f"all are damaged); train longer or point at a checkpoint directory"
+            )
+        return latest
+    raise CheckpointError(
+        f"{p}: neither a run directory (no {CHECKPOINTS_DIR}/), a checkpoint ({CONFIG_FILE}) nor an "
+        f"exported Hugging Face folder ({HF_CONFIG_FILE})"
+    )
+
+
+def read_model_config(path: PathLike) -> ModelConfig:
+    """The ModelConfig of a checkpoint (model.json) or an exported folder (config.json)."""
+    d = resolve_checkpoint(path)
+    if _is_hf_folder(d):
+        from enlace_model.export import config_from_hf
+
+        return config_from_hf(d / HF_CONFIG_FILE)
+    f = d / CONFIG_FILE
+    try:
+        meta = json.loads(f.read_text())
+    except OSError as e:
+        raise CheckpointError(f"{f}: cannot read ({e.strerror})") from e
+    except ValueError as e:
+        raise CheckpointError(f"{f}: not valid JSON ({e})") from e
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or "config" not in meta:
+        raise CheckpointError(f"{f}: not an Enlace model description (format {FORMAT!r})")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{f}: checkpoint format version {version!r}; this enlace-model reads up to "
+            f"{FORMAT_VERSION}. Upgrade enlace-model."
+        )
+    try:
+        return ModelConfig.model_validate(meta["config"])
+    except ValidationError as e:
+        raise CheckpointError(f"{f}: invalid model config: {e}") from e
+
+
+def load_state_dict(path: PathLike) -> dict[str, Tensor]:
+    """The weights of a checkpoint with Enlace's key names (an exported folder's are renamed)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    d = resolve_checkpoint(path)
+    hf = _is_hf_folder(d)
+    f = d / MODEL_FILE
+    if not f.is_file():
+        raise CheckpointError(f"{f}: missing (the checkpoint holds no weights)")
+    if not hf and (d / COMPLETE_FILE).is_file():
+        verify_checkpoint(d, (MODEL_FILE, CONFIG_FILE))
+    elif not hf and checkpoint_step(d) is not None:
+        verify_checkpoint(d)  # a step_<N> without its marker: raises "incomplete"
+    try:
+        state = load_file(str(f), device="cpu")
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from e
+    if hf:
+        from enlace_model.export import state_dict_from_hf
+
+        state = state_dict_from_hf(state, read_model_config(d).tie_embeddings)
+    return state
+
+
+def check_state_dict(state: Mapping[str, Tensor], model: Transformer, origin: str) -> None:
+    """Raise CheckpointError naming the first tensor whose name or shape differs from the model."""
+    expected = model.state_dict()
+    for name, ref in expected.items():
+        got = state.get(name)
+        if got is None:
+            raise CheckpointError(
+                f"{origin}: weights do not match the config; first mismatched tensor: {name!r} "
+                f"{tuple(ref.shape)} is missing from the file"
+            )
+        if tuple(got.shape) != tuple(ref.shape):
+            raise CheckpointError(
+                f"{origin}: weights do not match the config; first mismatched tensor: {name!r} has "
+                f"shape {tuple(got.shape)} in the file but the config gives {tuple(ref.shape)}"
+            )
+    extra = [k for k in state if k not in expected]
+    if extra:
+        raise CheckpointError(
+            f"{origin}: weights do not match the config; first mismatched tensor: {extra[0]!r} "
+            f"is in the file but not in a model of this config"
+        )
+
+
+def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    names |= {"float64": torch.float64, "fp32": torch.float32, "fp16": torch.float16}
+    names |= {"bf16": torch.bfloat16}
+    if dtype not in names:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(names)}")
+    return names[dtype]
+
+
+def load_model(
+    path: PathLike,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str = torch.float32,
+    attention: str = "auto",
+) -> Transformer:
+    """Build the model of a training checkpoint, a run directory (newest complete checkpoint) or an
+    exported Hugging Face folder, on `device` in `dtype`, with the `attention` backend. Safetensors
+    only: nothing in the files can run code. In eval mode."""
+    d = resolve_checkpoint(path)
+    cfg = read_model_config(d)
+    state = load_state_dict(d)
+    with torch.device("meta"):
+        model = Transformer(cfg, attention=attention)
+    check_state_dict(state, model, str(d / MODEL_FILE))
+    model.to_empty(device="cpu")
+    model.reset_rotary()  # buffers are not in the file; every parameter is loaded just below
+    model.load_state_dict(state, strict=True)
+    model.to(device=device, dtype=_as_dtype(dtype))
+    return model.eval()

@@ -1,0 +1,450 @@
+"""The Enlace decoder-only transformer, top to bottom: norm, rotary, attention, MLP, block, model.
+
+Architecture choices, and why:
+- Pre-norm blocks (RMSNorm → attention → residual; RMSNorm → MLP → residual) and a final RMSNorm:
+  the stable recipe of Llama/Qwen; RMSNorm has a learned scale and no bias, computed in float32.
+- No biases anywhere: they add parameters and nothing measurable at this scale, and the Hugging Face
+  Qwen3/Llama layouts we export to have none.
+- Rotary position embeddings with the Hugging Face convention (the head dimension split in two
+  halves, `rotate_half`), not the interleaved-pairs convention: the export is then a renaming of
+  keys, never a permutation of q/k weights.
+- Grouped-query attention: `n_kv_heads` key/value heads shared by `n_heads` query heads (query head
+  h reads kv head h // (n_heads / n_kv_heads), PyTorch's and Hugging Face's convention). It shrinks
+  the KV cache and the bytes read per generated token.
+- QK-norm: a learned RMSNorm over the head dimension of q and k, per head, applied before the
+  rotation (Qwen3's placement). It bounds the attention logits, which keeps float16 training on the
+  2060 stable.
+- Attention through `F.scaled_dot_product_attention` with the backend chosen by the caller
+  (`flash`, `mem_efficient`, `math`, `auto`) and *enforced* with `sdpa_kernel`: a forced backend
+  that cannot run raises `AttentionBackendError` instead of silently falling back. `enable_gqa` is
+  honoured by the flash and math kernels only, so for `mem_efficient` (the 2060's kernel) the
+  key/value heads are expanded before the call; `auto` expands them on CUDA (so every fused kernel
+  is eligible) and not on CPU.
+- A single-query path for decoding (one new token against the KV cache): two small matmuls and a
+  softmax, no SDPA dispatch. It is the math kernel's computation, so it is used for `auto` and
+  `math`; a forced fused backend keeps going through SDPA even when decoding.
+- SwiGLU MLP (silu(gate) * up → down), hidden width from the config.
+- The LM head is tied to the token embedding or separate, by config. When tied there is no
+  `lm_head` parameter at all (the forward uses the embedding matrix), so the state dict holds each
+  tensor once.
+- Loss: cross-entropy plus z-loss, weight × mean(logsumexp(logits)²) over non-ignored positions
+  (PaLM); both computed from one logsumexp in float32 and returned as parts. Targets equal to -1
+  are ignored.
+- Initialisation: every matrix N(0, init_std) (0.02 by default, GPT-2/nanoGPT), the two residual
+  output projections (o_proj, down_proj) scaled by 1/sqrt(2·n_layers) so the residual stream's
+  variance does not grow with depth (GPT-2), norm weights 1.
+
+State-dict keys (a file format; the Hugging Face names in brackets, see export.py):
+  embed.weight [model.embed_tokens.weight]
+  layers.{i}.attn_norm.weight [model.layers.{i}.input_layernorm.weight]
+  layers.{i}.attn.{q,k,v,o}_proj.weight [model.layers.{i}.self_attn.{q,k,v,o}_proj.weight]
+  layers.{i}.attn.{q,k}_norm.weight [model.layers.{i}.self_attn.{q,k}_norm.weight]
+  layers.{i}.mlp_norm.weight [model.layers.{i}.post_attention_layernorm.weight]
+  layers.{i}.mlp.{gate,up,down}_proj.weight [model.layers.{i}.mlp.{gate,up,down}_proj.weight]
+  norm.weight [model.norm.weight]
+  lm_head.weight [lm_head.weight] (untied heads only)
+
+Shapes: B batch, T sequence, C d_model, H query heads, KV key/value heads, D head_dim, V vocab,
+L cache length.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from enlace_config.schema.model import ModelConfig
+from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from enlace_model.errors import AttentionBackendError
+
+__all__ = [
+    "ATTENTION_BACKENDS",
+    "AttentionBackendError",
+    "ModelOutput",
+    "Transformer",
+    "build_model",
+    "count_parameters",
+    "flops_per_token",
+]
+
+ATTENTION_BACKENDS = ("flash", "mem_efficient", "math", "auto")
+# What each name allows SDPA to run. "auto" leaves PyTorch's dispatcher free.
+_SDPA_BACKENDS: dict[str, list[SDPBackend] | None] = {
+    "flash": [SDPBackend.FLASH_ATTENTION],
+    "mem_efficient": [SDPBackend.EFFICIENT_ATTENTION],
+    "math": [SDPBackend.MATH],
+    "auto": None,
+}
+
+# A cache for one layer: (keys, values), each (B, KV, L, D), written in place.
+LayerCache = tuple[Tensor, Tensor]
+
+
+# --- norm ---------------------------------------------------------------------------------------
+class RMSNorm(nn.Module):
+    """RMSNorm with a learned scale, computed in float32 (as Hugging Face's Qwen3RMSNorm)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dtype in (torch.float32, torch.float64):
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        # Half precision: normalise in float32, scale in the input dtype (Hugging Face's order).
+        y = F.rms_norm(x.float(), (x.shape[-1],), None, self.eps).to(x.dtype)
+        return self.weight.to(x.dtype) * y
+
+
+# --- rotary -------------------------------------------------------------------------------------
+def rotary_tables(head_dim: int, length: int, theta: float) -> tuple[Tensor, Tensor]:
+    """cos and sin for positions 0..length-1, each (length, D), in float32 (Hugging Face layout:
+    the D/2 frequencies repeated for the two halves)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    freqs = torch.outer(torch.arange(length, dtype=torch.int64).float(), inv_freq)  # (length, D/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (length, D)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x (B, heads, T, D); cos/sin (T, D) shared by the batch or (B, 1, T, D) per sequence."""
+    return x * cos + rotate_half(x) * sin
+
+
+# --- attention ----------------------------------------------------------------------------------
+def single_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """One query position per sequence against a cache: q (B, H, 1, D), k/v (B, KV, L, D), mask
+    None or additive (B, 1, 1, L). Returns (B, H, 1, D). The math kernel's computation without
+    SDPA's dispatch and without expanding the kv heads."""
+    B, H, _, D = q.shape
+    KV = k.shape[1]
+    qg = q.view(B, KV, H // KV, D) * (
+        1.0 / math.sqrt(D)
+    )  # (B, KV, G, D): G query heads per kv head
+    scores = torch.matmul(qg, k.transpose(-1, -2))  # (B, KV, G, L)
+    if mask is not None:
+        scores = scores + mask
+    probs = torch.softmax(scores, dim=-1)
+    return torch.matmul(probs, v).view(B, H, 1, D)  # (B, KV, G, D) → (B, H, 1, D)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.n_kv_heads = cfg.n_kv_heads
+        self.head_dim = cfg.head_dim
+        self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        # Set by Transformer.set_attention.
+        self.backend = "auto"
+        self.expand_kv = False
+        self.single_query = True
+
+    def forward(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        cache: LayerCache | None = None,
+        pos: int = 0,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim)  # (B, T, KV, D)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim)  # (B, T, KV, D)
+        if self.q_norm is not None and self.k_norm is not None:
+            q = self.q_norm(q)  # per head, over D, before the rotation
+            k = self.k_norm(k)
+        q = apply_rotary(q.transpose(1, 2), cos, sin)  # (B, H, T, D)
+        k = apply_rotary(k.transpose(1, 2), cos, sin)  # (B, KV, T, D)
+        v = v.transpose(1, 2)  # (B, KV, T, D)
+        if cache is not None:
+            k_cache, v_cache = cache  # (B, KV, L, D) each
+            k_cache[:, :, pos : pos + T] = k
+            v_cache[:, :, pos : pos + T] = v
+            k = k_cache[:, :, : pos + T]  # (B, KV, pos+T, D)
+            v = v_cache[:, :, : pos + T]
+        if T == 1 and cache is not None and self.single_query:
+            y = single_query_attention(q, k, v, mask)  # (B, H, 1, D)
+        else:
+            y = self._sdpa(q, k, v, mask, causal=pos == 0 and mask is None)  # (B, H, T, D)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*D)
+        return self.o_proj(y)
+
+    def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+        gqa = self.n_kv_heads != self.n_heads
+        if gqa and self.expand_kv:
+            # The memory-efficient kernel ignores enable_gqa: give it one kv head per query head.
+            k = k.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, H, L, D)
+            v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
+            gqa = False
+        if mask is not None and mask.dtype != q.dtype:
+            mask = mask.to(q.dtype)
+        try:
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa
+            )
+        except RuntimeError as e:
+            if self.backend == "auto":
+                raise
+            raise AttentionBackendError(
+                f"attention backend '{self.backend}' cannot run here (device {q.device.type}, "
+                f"dtype {str(q.dtype).removeprefix('torch.')}, head_dim {self.head_dim}): {str(e).rstrip('.')}. "
+                f"Choose another one with hardware.attention (or attention= when loading): "
+                f"'math' runs everywhere, 'auto' lets PyTorch pick; flash needs a CPU or an "
+                f"Ampere+ GPU in float16/bfloat16, mem_efficient needs a CUDA GPU."
+            ) from e
+
+
+# --- MLP ----------------------------------------------------------------------------------------
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+# --- block --------------------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        cache: LayerCache | None = None,
+        pos: int = 0,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, pos, mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+# --- model --------------------------------------------------------------------------------------
+@dataclass
+class ModelOutput:
+    """logits (B, T, V); with targets: loss = ce_loss + z_loss (z_loss already weighted)."""
+
+    logits: Tensor
+    loss: Tensor | None = None
+    ce_loss: Tensor | None = None
+    z_loss: Tensor | None = None
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, *, attention: str = "auto") -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = (
+            None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        )
+        # Rotary tables for the whole context; derived from the config, so not in the state dict.
+        cos, sin = rotary_tables(cfg.head_dim, cfg.context_length, cfg.rope_theta)
+        self.rope_cos: Tensor
+        self.rope_sin: Tensor
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.attention = "auto"
+        self.set_attention(attention)
+        self.init_weights()
+
+    # --- set-up ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """The documented initialisation (see the module docstring); also rebuilds the rotary
+        tables, so a model materialised from the meta device (`to_empty`) is complete."""
+        std = self.cfg.init_std
+        residual_std = std / math.sqrt(2 * self.cfg.n_layers)
+        nn.init.normal_(self.embed.weight, mean=0.0, std=std)
+        for layer in self.layers:
+            assert isinstance(layer, Block)
+            for lin in (layer.attn.q_proj, layer.attn.k_proj, layer.attn.v_proj):
+                nn.init.normal_(lin.weight, mean=0.0, std=std)
+            nn.init.normal_(layer.attn.o_proj.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(layer.mlp.gate_proj.weight, mean=0.0, std=std)
+            nn.init.normal_(layer.mlp.up_proj.weight, mean=0.0, std=std)
+            nn.init.normal_(layer.mlp.down_proj.weight, mean=0.0, std=residual_std)
+        for module in self.modules():
+            if isinstance(module, RMSNorm):
+                nn.init.ones_(module.weight)
+        if self.lm_head is not None:
+            nn.init.normal_(self.lm_head.weight, mean=0.0, std=std)
+        self.reset_rotary()
+
+    @torch.no_grad()
+    def reset_rotary(self) -> None:
+        """Recompute the rotary tables (after `to_empty`, which leaves buffers uninitialised)."""
+        cos, sin = rotary_tables(self.cfg.head_dim, self.cfg.context_length, self.cfg.rope_theta)
+        self.rope_cos.copy_(cos)
+        self.rope_sin.copy_(sin)
+
+    def set_attention(self, name: str) -> None:
+        """Choose the SDPA backend: "flash", "mem_efficient", "math" or "auto" (enforced)."""
+        if name not in _SDPA_BACKENDS:
+            raise AttentionBackendError(
+                f"unknown attention backend {name!r}; choose one of {', '.join(ATTENTION_BACKENDS)}"
+            )
+        self.attention = name
+        for layer in self.layers:
+            assert isinstance(layer, Block)
+            layer.attn.backend = name
+            layer.attn.single_query = name in ("auto", "math")
+            layer.attn.expand_kv = name == "mem_efficient"
+        self._update_auto_expand()
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        out = super()._apply(fn, recurse)
+        self._update_auto_expand()  # the device may have changed
+        return out
+
+    def _update_auto_expand(self) -> None:
+        if self.attention != "auto":
+            return
+        on_cuda = self.embed.weight.device.type == "cuda"
+        for layer in self.layers:
+            assert isinstance(layer, Block)
+            layer.attn.expand_kv = on_cuda
+
+    def _sdpa_context(self) -> AbstractContextManager[object]:
+        backends = _SDPA_BACKENDS[self.attention]
+        return nullcontext() if backends is None else sdpa_kernel(backends)
+
+    @property
+    def head_weight(self) -> Tensor:
+        return self.embed.weight if self.lm_head is None else self.lm_head.weight
+
+    # --- forward --------------------------------------------------------------------------------
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, *, z_loss_weight: float = 0.0
+    ) -> ModelOutput:
+        """idx (B, T) token ids; targets (B, T) with -1 for ignored positions."""
+        T = idx.shape[1]
+        if idx.shape[1] > self.cfg.context_length:
+            raise ValueError(
+                f"sequence length {T} exceeds context_length {self.cfg.context_length}"
+            )
+        x = self.embed(idx)  # (B, T, C)
+        cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)  # (T, D)
+        with self._sdpa_context():
+            for layer in self.layers:
+                x = layer(x, cos, sin)
+        logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
+        if targets is None:
+            return ModelOutput(logits=logits)
+        ce_loss, z_loss = lm_loss(logits, targets, z_loss_weight)
+        return ModelOutput(logits=logits, loss=ce_loss + z_loss, ce_loss=ce_loss, z_loss=z_loss)
+
+    def forward_cached(
+        self,
+        idx: Tensor,
+        cache: Sequence[LayerCache],
+        pos: int,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        """The generation step: run idx (B, T) at cache slots pos..pos+T-1, writing their keys and
+        values into `cache`, and return the logits of the last position (B, V).
+
+        positions (B, T): rotary positions per sequence (left-padded batches), default pos..pos+T-1.
+        mask: additive, (B, 1, T, pos+T), -inf where a key must not be seen (padding, future); None
+        means plain causal attention."""
+        T = idx.shape[1]
+        x = self.embed(idx)  # (B, T, C)
+        if positions is None:
+            cos = self.rope_cos[pos : pos + T].to(x.dtype)  # (T, D)
+            sin = self.rope_sin[pos : pos + T].to(x.dtype)
+        else:
+            cos = self.rope_cos[positions].to(x.dtype).unsqueeze(1)  # (B, 1, T, D)
+            sin = self.rope_sin[positions].to(x.dtype).unsqueeze(1)
+        if T == 1 and self.attention in ("auto", "math"):
+            for layer, layer_cache in zip(self.layers, cache, strict=True):
+                x = layer(x, cos, sin, layer_cache, pos, mask)
+        else:
+            with self._sdpa_context():
+                for layer, layer_cache in zip(self.layers, cache, strict=True):
+                    x = layer(x, cos, sin, layer_cache, pos, mask)
+        return F.linear(self.norm(x[:, -1]), self.head_weight)  # (B, V)
+
+
+def lm_loss(logits: Tensor, targets: Tensor, z_loss_weight: float) -> tuple[Tensor, Tensor]:
+    """Cross-entropy and weighted z-loss, means over positions whose target is not -1, both from
+    one float32 logsumexp. An all-ignored batch gives zeros, not NaN."""
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    keep = targets != -1  # (B, T)
+    lse = torch.logsumexp(logits, dim=-1)  # (B, T)
+    target_logit = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    count = keep.sum().clamp(min=1)
+    ce_loss = torch.where(keep, lse - target_logit, 0.0).sum() / count
+    if z_loss_weight:
+        z_loss = z_loss_weight * torch.where(keep, lse.square(), 0.0).sum() / count
+    else:
+        z_loss = torch.zeros((), dtype=ce_loss.dtype, device=ce_loss.device)
+    return ce_loss, z_loss
+
+
+def build_model(cfg: ModelConfig, *, attention: str = "auto") -> Transformer:
+    """An initialised model (float32, CPU). Seed torch beforehand for reproducible weights."""
+    return Transformer(cfg, attention=attention)
+
+
+# --- accounting ---------------------------------------------------------------------------------
+def count_parameters(
+    model_or_cfg: Transformer | ModelConfig, include_embeddings: bool = True
+) -> int:
+    """Parameters, each tensor once. Without embeddings: minus the token-embedding table (a
+    lookup, no FLOPs); an untied LM head is a matmul and stays counted."""
+    if isinstance(model_or_cfg, Transformer):
+        total = sum(p.numel() for p in model_or_cfg.parameters())
+        return total - (0 if include_embeddings else model_or_cfg.embed.weight.numel())
+    c = model_or_cfg
+    attn = c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads)
+    qk_norm = 2 * c.head_dim if c.qk_norm else 0
+    per_layer = attn + qk_norm + 3 * c.d_model * c.ffn_hidden + 2 * c.d_model
+    head = 0 if c.tie_embeddings else c.vocab_size * c.d_model
+    embed = c.vocab_size * c.d_model
+    total = embed + c.n_layers * per_layer + c.d_model + head
+    return total - (0 if include_embeddings else embed)
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs (forward + backward) per token at sequence length seq_len: 6·N over the
+    parameters used as matmuls (everything but the embedding lookup; the LM head counted even when
+    tied) plus the attention scores and values, 12·n_layers·n_heads·head_dim·seq_len (PaLM's
+    formula, which does not halve for the causal mask)."""
+    n = count_parameters(cfg, include_embeddings=False)
+    if cfg.tie_embeddings:
+        n += cfg.vocab_size * cfg.d_model
+    return 6.0 * n + 12.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
