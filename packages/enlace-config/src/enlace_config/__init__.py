@@ -1,5 +1,45 @@
-"""Configuration schemas and layered YAML composition for Enlace (no torch)."""
+"""Configuration schemas and layered YAML composition for Enlace (no torch).
+
+    from enlace_config import load_run_config
+    resolved = load_run_config("configs/runs/smoke-cpu.yaml", ["train.lr=3e-4"])
+    resolved.config.train.lr       # the validated RunConfig
+    resolved.origins["train.lr"]   # command line override `train.lr=3e-4`
+
+Errors raise ConfigError (a ValueError) listing every problem with its key, value, expectation and
+source. See README.md for the layering rules.
+"""
 
 from importlib.metadata import version as _version
 
+from enlace_config.compose import (
+    LoadedConfig,
+    ResolvedConfig,
+    check_file,
+    find_configs_root,
+    kind_of,
+    load_config,
+    load_run_config,
+)
+from enlace_config.errors import ConfigError, Origin, Problem
+from enlace_config.registry import known_folders, register_schema, schema_for
+from enlace_config.schema import RunConfig
+
 __version__ = _version("enlace-config")
+
+__all__ = [
+    "ConfigError",
+    "LoadedConfig",
+    "Origin",
+    "Problem",
+    "ResolvedConfig",
+    "RunConfig",
+    "__version__",
+    "check_file",
+    "find_configs_root",
+    "kind_of",
+    "known_folders",
+    "load_config",
+    "load_run_config",
+    "register_schema",
+    "schema_for",
+]

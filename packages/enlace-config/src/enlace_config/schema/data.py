@@ -2,15 +2,18 @@
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
-from enlace_config.schema.base import StrictModel
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class DataConfig(StrictModel):
-    kind: Literal["bytes", "shards"] = Field(..., description="bytes: UTF-8 text, vocab 256. shards: uint16 tokens.")
+    kind: Literal["bytes", "shards"] = Field(
+        ..., description="bytes: UTF-8 text, vocab 256. shards: uint16 tokens."
+    )
     path: str = Field(
         ...,
+        min_length=1,
         description="bytes: a directory holding train.txt and val.txt. shards: a directory of "
         "shards with their manifest. Relative paths are read from the working directory.",
     )
@@ -21,3 +24,18 @@ class DataConfig(StrictModel):
     )
     context_length: PositiveInt = Field(..., description="Tokens per training sequence.")
     eval_batches: PositiveInt = Field(20, description="Validation micro-batches per evaluation.")
+
+    @model_validator(mode="after")
+    def _fallback_only_for_bytes(self) -> "DataConfig":
+        if self.kind == "shards" and self.fallback != "none":
+            raise_problems(
+                [
+                    FieldProblem(
+                        "fallback",
+                        "the built-in sample is UTF-8 bytes; a shards run has no fallback "
+                        "(set fallback: none, or kind: bytes)",
+                        ("kind",),
+                    )
+                ]
+            )
+        return self

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from enlace_config.schema.base import StrictModel
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class HardwareConfig(StrictModel):
@@ -36,9 +36,17 @@ class HardwareConfig(StrictModel):
 
     @model_validator(mode="after")
     def _float16_needs_loss_scaling(self) -> "HardwareConfig":
+        # loss_scaling with float32/bfloat16 is allowed and ignored by the trainer, so that an
+        # override like `hardware.dtype=float32` on a float16 profile needs no second override.
         if self.dtype == "float16" and not self.loss_scaling:
-            raise ValueError(
-                "dtype float16 needs loss_scaling: true (without a GradScaler small gradients "
-                "underflow to zero)"
+            raise_problems(
+                [
+                    FieldProblem(
+                        "loss_scaling",
+                        "dtype float16 needs loss_scaling: true (without a GradScaler small "
+                        "gradients underflow to zero in float16)",
+                        ("dtype",),
+                    )
+                ]
             )
         return self

@@ -2,7 +2,7 @@
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from enlace_config.schema.base import StrictModel
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class ModelConfig(StrictModel):
@@ -25,13 +25,35 @@ class ModelConfig(StrictModel):
 
     @model_validator(mode="after")
     def _heads_fit(self) -> "ModelConfig":
-        problems: list[str] = []
+        problems: list[FieldProblem] = []
         if self.d_model % self.n_heads:
-            problems.append(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+            problems.append(
+                FieldProblem(
+                    "n_heads",
+                    f"{self.n_heads} heads do not divide d_model {self.d_model}: the head width "
+                    "d_model / n_heads must be a whole number",
+                    ("d_model",),
+                )
+            )
         elif self.head_dim % 2:
-            problems.append(f"head dim d_model/n_heads = {self.head_dim} must be even (RoPE)")
+            problems.append(
+                FieldProblem(
+                    "n_heads",
+                    f"head dim d_model / n_heads = {self.d_model} / {self.n_heads} = "
+                    f"{self.head_dim} is odd; rotary embeddings rotate pairs of dimensions, so it "
+                    "must be even",
+                    ("d_model",),
+                )
+            )
         if self.n_heads % self.n_kv_heads:
-            problems.append(f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
-        if problems:
-            raise ValueError("; ".join(problems))
+            problems.append(
+                FieldProblem(
+                    "n_kv_heads",
+                    f"{self.n_kv_heads} key/value heads do not divide n_heads {self.n_heads}: "
+                    "grouped-query attention shares each key/value head among a whole number of "
+                    "query heads",
+                    ("n_heads",),
+                )
+            )
+        raise_problems(problems)
         return self

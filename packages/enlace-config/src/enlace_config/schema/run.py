@@ -1,33 +1,53 @@
 """The root of a run file: one section per component, and the checks that span sections."""
 
-from pydantic import Field, model_validator
+import re
 
-from enlace_config.schema.base import StrictModel
+from pydantic import Field, field_validator, model_validator
+
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 from enlace_config.schema.data import DataConfig
 from enlace_config.schema.hardware import HardwareConfig
 from enlace_config.schema.model import ModelConfig
 from enlace_config.schema.train import TrainConfig
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+BYTE_VOCAB_SIZE = 256
+MAX_UINT16_VOCAB = 65536
 
 
 class RunSection(StrictModel):
     name: str = Field(
         ...,
-        pattern=RUN_NAME_PATTERN,
-        description="Names the run's directory and tmux session (default: the run file's stem).",
+        description="Names the run's directory and tmux session (default: the run file's stem). "
+        "Letters, digits, '.', '_' and '-' only.",
     )
-    out_dir: str = Field(..., description="Where checkpoints and metrics go (default runs/<name>).")
+    out_dir: str = Field(
+        ...,
+        min_length=1,
+        description="Where checkpoints and metrics go (default runs/<name>, relative to the "
+        "working directory).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_safe(cls, name: str) -> str:
+        if not re.fullmatch(RUN_NAME_PATTERN, name) or set(name) == {"."}:
+            raise ValueError(
+                "a run name may hold only letters, digits, '.', '_' and '-' (it names a directory "
+                "and a tmux session), and not only dots"
+            )
+        return name
 
 
 class RunConfig(StrictModel):
-    run: RunSection
-    hardware: HardwareConfig
-    model: ModelConfig
-    train: TrainConfig
-    data: DataConfig
+    run: RunSection = Field(..., description="The run's name and output directory.")
+    hardware: HardwareConfig = Field(..., description="Board, precision, kernels, micro-batch.")
+    model: ModelConfig = Field(..., description="The transformer's shape.")
+    train: TrainConfig = Field(..., description="Optimizer, schedule, batch, intervals, seed.")
+    data: DataConfig = Field(..., description="What the model reads.")
 
     def grad_accumulation_steps(self, world_size: int = 1) -> int:
+        """Micro-steps per optimizer step: global batch / (micro-batch x world size)."""
         per_step = self.hardware.micro_batch_size * world_size
         if self.train.global_batch_size % per_step:
             raise ValueError(
@@ -39,21 +59,45 @@ class RunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _sections_agree(self) -> "RunConfig":
-        problems: list[str] = []
-        if self.train.global_batch_size % self.hardware.micro_batch_size:
+        problems: list[FieldProblem] = []
+        micro, batch = self.hardware.micro_batch_size, self.train.global_batch_size
+        if batch % micro:
             problems.append(
-                f"train.global_batch_size ({self.train.global_batch_size}) must be divisible by "
-                f"hardware.micro_batch_size ({self.hardware.micro_batch_size})"
+                FieldProblem(
+                    "train.global_batch_size",
+                    f"{batch} sequences per step is not a whole number of micro-batches of "
+                    f"{micro} (hardware.micro_batch_size); gradient accumulation is derived as "
+                    "global batch / micro-batch, so use a multiple of it",
+                    ("hardware.micro_batch_size",),
+                )
             )
-        if self.data.kind == "bytes" and self.model.vocab_size != 256:
-            problems.append(f"data.kind bytes needs model.vocab_size 256, got {self.model.vocab_size}")
-        if self.data.kind == "shards" and self.model.vocab_size > 65536:
-            problems.append(f"uint16 shards hold at most 65536 token ids; model.vocab_size is {self.model.vocab_size}")
+        vocab = self.model.vocab_size
+        if self.data.kind == "bytes" and vocab != BYTE_VOCAB_SIZE:
+            problems.append(
+                FieldProblem(
+                    "model.vocab_size",
+                    f"data.kind bytes feeds byte values 0..255, so the model needs vocab_size "
+                    f"{BYTE_VOCAB_SIZE}, not {vocab}",
+                    ("data.kind",),
+                )
+            )
+        if self.data.kind == "shards" and vocab > MAX_UINT16_VOCAB:
+            problems.append(
+                FieldProblem(
+                    "model.vocab_size",
+                    f"uint16 shards hold token ids below {MAX_UINT16_VOCAB}; vocab_size {vocab} "
+                    "does not fit",
+                    ("data.kind",),
+                )
+            )
         if self.data.context_length > self.model.context_length:
             problems.append(
-                f"data.context_length ({self.data.context_length}) exceeds model.context_length "
-                f"({self.model.context_length})"
+                FieldProblem(
+                    "data.context_length",
+                    f"training sequences of {self.data.context_length} tokens are longer than "
+                    f"the model's context_length {self.model.context_length}",
+                    ("model.context_length",),
+                )
             )
-        if problems:
-            raise ValueError("; ".join(problems))
+        raise_problems(problems)
         return self

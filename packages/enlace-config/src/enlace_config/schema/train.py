@@ -2,20 +2,34 @@
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
-from enlace_config.schema.base import StrictModel
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class TrainConfig(StrictModel):
-    seed: int = Field(1337, description="Seeds model init, data order and sampling.")
+    seed: NonNegativeInt = Field(
+        1337, description="Seeds model init, data order and sampling (numpy wants it >= 0)."
+    )
     max_steps: PositiveInt = Field(..., description="Optimizer steps in the whole run.")
     global_batch_size: PositiveInt = Field(
         ...,
         description="Sequences per optimizer step, over all devices. Gradient accumulation is "
         "derived: global_batch_size / (hardware.micro_batch_size * world size).",
     )
-    lr: PositiveFloat = Field(..., description="Peak learning rate (the WSD plateau).")
+    lr: float = Field(
+        ...,
+        gt=0,
+        le=1,
+        description="Peak learning rate (the WSD plateau). Above 1 is surely a typo (3 for 3e-3).",
+    )
     min_lr: NonNegativeFloat = Field(0.0, description="Learning rate at the end of the decay.")
     warmup_steps: NonNegativeInt = Field(0, description="Linear warmup steps from 0 to lr.")
     decay_steps: NonNegativeInt = Field(
@@ -29,7 +43,9 @@ class TrainConfig(StrictModel):
     beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1.")
     beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2.")
     eps: PositiveFloat = Field(1e-8, description="AdamW epsilon.")
-    grad_clip: NonNegativeFloat = Field(1.0, description="Max global gradient norm (0: no clipping).")
+    grad_clip: NonNegativeFloat = Field(
+        1.0, description="Max global gradient norm (0: no clipping)."
+    )
     z_loss_weight: NonNegativeFloat = Field(1e-4, description="Weight of the z-loss term.")
     log_every: PositiveInt = Field(10, description="Steps between log lines / metrics rows.")
     eval_every: PositiveInt = Field(100, description="Steps between validation evaluations.")
@@ -47,14 +63,34 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _schedule_fits(self) -> "TrainConfig":
-        problems: list[str] = []
+        problems: list[FieldProblem] = []
         if self.warmup_steps + self.decay_steps > self.max_steps:
             problems.append(
-                f"warmup_steps ({self.warmup_steps}) + decay_steps ({self.decay_steps}) must not "
-                f"exceed max_steps ({self.max_steps})"
+                FieldProblem(
+                    "decay_steps",
+                    f"warmup_steps {self.warmup_steps} + decay_steps {self.decay_steps} = "
+                    f"{self.warmup_steps + self.decay_steps} exceeds max_steps {self.max_steps}: "
+                    "the schedule would not finish its decay",
+                    ("warmup_steps", "max_steps"),
+                )
             )
         if self.min_lr > self.lr:
-            problems.append(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr})")
-        if problems:
-            raise ValueError("; ".join(problems))
+            problems.append(
+                FieldProblem(
+                    "min_lr",
+                    f"min_lr {self.min_lr:g} is above lr {self.lr:g}: the decay goes from lr down "
+                    "to min_lr",
+                    ("lr",),
+                )
+            )
+        if self.init_optimizer and self.init_from is None:
+            problems.append(
+                FieldProblem(
+                    "init_optimizer",
+                    "init_optimizer is true but init_from is not set: there is no checkpoint to "
+                    "take the optimizer state from",
+                    ("init_from",),
+                )
+            )
+        raise_problems(problems)
         return self

@@ -1,0 +1,101 @@
+"""Where a value came from, one problem with a config, and the error that lists them all."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+OriginKind = Literal["file", "override", "default"]
+
+
+def display_path(path: Path) -> str:
+    """A path as a user wants to read it: relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one value of a config came from.
+
+    kind "file": `file` (and `line`/`column`, 1-based, when known); "override": a `key=value` from
+    the command line, kept whole in `text`; "default": not written anywhere, `text` says which
+    default (the run file's stem, the schema's default, ...).
+    """
+
+    kind: OriginKind
+    file: Path | None = None
+    line: int | None = None
+    column: int | None = None
+    text: str | None = None
+
+    @classmethod
+    def in_file(cls, file: Path, line: int | None = None, column: int | None = None) -> "Origin":
+        return cls("file", file=file, line=line, column=column)
+
+    @classmethod
+    def override(cls, text: str) -> "Origin":
+        return cls("override", text=text)
+
+    @classmethod
+    def default(cls, text: str) -> "Origin":
+        return cls("default", text=text)
+
+    def __str__(self) -> str:
+        if self.kind == "file" and self.file is not None:
+            where = display_path(self.file)
+            return f"{where}:{self.line}" if self.line is not None else where
+        if self.kind == "override":
+            return f"command line override `{self.text}`"
+        return f"default ({self.text})" if self.text else "default"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: which key, what is wrong with it, and where it came from.
+
+    `key` is the dotted key path (None for problems with a whole file, such as a YAML syntax
+    error); `message` says what is wrong and what was expected, the bad value included; `related`
+    lists the other keys a cross-field rule involves, with where each was set.
+    """
+
+    message: str
+    key: str | None = None
+    origin: Origin | None = None
+    related: tuple[tuple[str, Origin | None], ...] = ()
+
+    def __str__(self) -> str:
+        parts: list[str] = []
+        if self.origin is not None:
+            parts.append(f"{self.origin}:")
+        if self.key:
+            parts.append(f"{self.key}:")
+        parts.append(self.message)
+        text = " ".join(parts)
+        if self.related:
+            text += (
+                " ["
+                + "; ".join(
+                    f"{key} from {origin}" if origin is not None else key
+                    for key, origin in self.related
+                )
+                + "]"
+            )
+        return text
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used, with every problem found in it (not only the first)."""
+
+    def __init__(self, problems: Iterable[Problem], subject: str | None = None) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        self.subject = subject
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        n = len(self.problems)
+        what = f"{n} problem{'s' if n != 1 else ''}"
+        head = f"{what} in {self.subject}:" if self.subject else f"{what} in the config:"
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])

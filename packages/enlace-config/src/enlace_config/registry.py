@@ -1,0 +1,58 @@
+"""Which schema validates which config file: chosen by the folder under `configs/` it lives in.
+
+`configs/runs/` holds run files (composed from layers, validated as a whole `RunConfig`); every
+other folder maps to one schema here. A package that adds a kind of config file adds one line to
+`SCHEMAS` (its schema module lives in `enlace_config.schema`, so validating never imports the
+package that uses it), or calls `register_schema` at run time. Modules are imported only when a
+file of their kind is checked, so `check configs/runs/*.yaml` pays for no other schema.
+"""
+
+import importlib
+
+from pydantic import BaseModel
+
+RUNS_FOLDER = "runs"
+
+# folder under configs/ -> "module:Class". The four layer slots of a run file come first.
+SCHEMAS: dict[str, str] = {
+    "hardware": "enlace_config.schema.hardware:HardwareConfig",
+    "model": "enlace_config.schema.model:ModelConfig",
+    "train": "enlace_config.schema.train:TrainConfig",
+    "data": "enlace_config.schema.data:DataConfig",
+    "corpus": "enlace_config.schema.corpus:CorpusConfig",
+}
+
+_registered: dict[str, type[BaseModel]] = {}
+
+
+def register_schema(folder: str, model: type[BaseModel]) -> None:
+    """Validate files under `configs/<folder>/` with `model` (overrides an entry of SCHEMAS)."""
+    if folder == RUNS_FOLDER:
+        raise ValueError(f"configs/{RUNS_FOLDER}/ holds run files; its schema is RunConfig")
+    _registered[folder] = model
+
+
+def known_folders() -> list[str]:
+    """Every folder with a schema, `runs` included."""
+    return [RUNS_FOLDER, *dict.fromkeys([*SCHEMAS, *_registered])]
+
+
+def schema_for(folder: str) -> type[BaseModel] | None:
+    """The schema for files under `configs/<folder>/`, or None when that folder has none.
+
+    For `runs` this returns RunConfig (but run files are composed first: use load_run_config).
+    """
+    if folder == RUNS_FOLDER:
+        from enlace_config.schema.run import RunConfig
+
+        return RunConfig
+    if folder in _registered:
+        return _registered[folder]
+    target = SCHEMAS.get(folder)
+    if target is None:
+        return None
+    module_name, _, class_name = target.partition(":")
+    model: object = getattr(importlib.import_module(module_name), class_name)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"SCHEMAS[{folder!r}] = {target!r} is not a pydantic model")
+    return model
