@@ -3,9 +3,29 @@
 sources (stream documents) -> cleaning (normalise, filter) -> dedup (exact + MinHash/LSH) -> split
 (by document hash) -> tokenizer (SentencePiece) -> encode (parallel, resumable shards) -> manifest and
 report. See `pipeline` for the output layout.
+
+Names are imported lazily: encoding worker processes import `enlace_data.corpus.encode` and should
+not pay for pydantic and the config stack.
 """
 
-from enlace_data.corpus.config import load_corpus_config
-from enlace_data.corpus.pipeline import MANIFEST_FILE, build_corpus
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from enlace_data.corpus.config import load_corpus_config
+    from enlace_data.corpus.pipeline import MANIFEST_FILE, build_corpus
 
 __all__ = ["MANIFEST_FILE", "build_corpus", "load_corpus_config"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "load_corpus_config":
+        from enlace_data.corpus.config import load_corpus_config
+
+        return load_corpus_config
+    if name in ("build_corpus", "MANIFEST_FILE"):
+        from enlace_data.corpus import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(name)

@@ -35,6 +35,4 @@ def load_corpus_config(path: str | Path) -> CorpusConfig:
             value = err.get("input")
             shown = "" if err["type"] == "missing" else f" (got {value!r:.80})"
             lines.append(f"{key}: {err['msg']}{shown}")
-        raise DataError(
-            f"invalid corpus config {p}: " + "; ".join(lines) + f" [in {p}]", path=p
-        ) from None
+        raise DataError(f"invalid corpus config {p}: " + "; ".join(lines), path=p) from None

@@ -41,6 +41,7 @@ from enlace_data.tokenizer import Tokenizer
 CRASH_ENV = "ENLACE_CORPUS_CRASH_AFTER_SHARDS"
 
 _worker_tok: Tokenizer | None = None
+_shards_finished_in_process = [0]  # for the CRASH_ENV hook
 
 
 def _init_worker(model_path: str) -> None:
@@ -129,8 +130,9 @@ def _batches(docs_file: Path, pass_index: int, offset: int, batch_chars: int) ->
             yield b
 
 
-class _Encoder:
-    """Encodes batches in order, in this process (workers == 1) or in a spawn-safe pool."""
+class Encoder:
+    """Encodes batches in order, in this process (workers == 1) or in a spawn-safe pool of
+    `workers` processes (started once, shared by both splits)."""
 
     def __init__(self, tok: Tokenizer, model_path: Path, workers: int) -> None:
         self.tok = tok
@@ -181,21 +183,31 @@ def encode_split(
     passes: int,
     source_names: list[str],
     tok: Tokenizer,
-    model_path: Path,
+    encoder: Encoder,
     shard_tokens: int,
-    workers: int,
     batch_chars: int,
     save_state: Callable[[SplitProgress], None],
     on_bytes: Callable[[int], object] = lambda n: None,
 ) -> SplitProgress:
     """Encode one split from where `progress` says, calling `save_state` after each shard."""
     crash_after = int(os.environ.get(CRASH_ENV, "0") or 0)
-    finished_here = 0
     split = progress.split
-    encoder = _Encoder(tok, model_path, workers)
     writer: ShardWriter | None = None
     counts: dict[str, dict[str, int]] = {k: dict(v) for k, v in progress.sources.items()}
     shard_docs = 0
+
+    def finish(w: ShardWriter) -> None:
+        shard = w.close()
+        progress.shards.append(
+            {
+                "file": shard.path.name,
+                "tokens": shard.header.token_count,
+                "text_bytes": shard.header.text_bytes,
+                "documents": shard_docs,
+            }
+        )
+        _shards_finished_in_process[0] += 1
+
     try:
         while progress.pass_index < passes:
             for batch, flat, ends in encoder.map(
@@ -219,37 +231,20 @@ def encode_split(
                     c["documents"] += 1
                     c["tokens"] += len(doc)
                     c["text_bytes"] += batch.nbytes[i]
-                    if crash_after and finished_here >= crash_after:
+                    if crash_after and _shards_finished_in_process[0] >= crash_after:
                         os.kill(os.getpid(), signal.SIGKILL)
                     if writer.token_count >= shard_tokens:
-                        shard = writer.close()
+                        finish(writer)
                         writer = None
-                        progress.shards.append(
-                            {
-                                "file": shard.path.name,
-                                "tokens": shard.header.token_count,
-                                "text_bytes": shard.header.text_bytes,
-                                "documents": shard_docs,
-                            }
-                        )
                         progress.offset = batch.ends[i]
                         progress.sources = {k: dict(v) for k, v in counts.items()}
                         save_state(progress)
-                        finished_here += 1
                 on_bytes(sum(batch.nbytes))
             progress.pass_index += 1
             progress.offset = 0
         if writer is not None:
-            shard = writer.close()
+            finish(writer)
             writer = None
-            progress.shards.append(
-                {
-                    "file": shard.path.name,
-                    "tokens": shard.header.token_count,
-                    "text_bytes": shard.header.text_bytes,
-                    "documents": shard_docs,
-                }
-            )
         progress.sources = counts
         progress.done = True
         if not progress.shards:
@@ -259,4 +254,3 @@ def encode_split(
     finally:
         if writer is not None:
             writer.abort()
-        encoder.close()

@@ -31,7 +31,12 @@ from tqdm import tqdm
 
 from enlace_data.corpus.cleaning import FILTERS, clean_text, filter_reason, normalised_key_text
 from enlace_data.corpus.dedup import NearDuplicateIndex
-from enlace_data.corpus.encode import SplitProgress, encode_split, remove_stale_temporaries
+from enlace_data.corpus.encode import (
+    Encoder,
+    SplitProgress,
+    encode_split,
+    remove_stale_temporaries,
+)
 from enlace_data.corpus.report import build_report, write_report
 from enlace_data.corpus.sources import SourceReader, resolve_source_files
 from enlace_data.errors import DataError
@@ -335,47 +340,55 @@ class CorpusBuild:
             )
         result: dict[str, SplitProgress] = {}
         max_reps = {"train": max(math.ceil(s.weight) for s in self.cfg.sources), "val": 1}
-        for split in ("val", "train"):
-            prog = (
-                SplitProgress.from_json(state["splits"][split])
-                if split in state["splits"]
-                else SplitProgress(split)
-            )
-            if prog.done:
-                result[split] = prog
-                continue
-            if prog.shards:
-                self.log(f"encode {split}: resuming after {len(prog.shards)} finished shard(s)")
-            total = sum(v[split]["bytes"] for v in prepared["sources"].values())
-            bar = tqdm(
-                desc=f"encode {split}",
-                unit="B",
-                unit_scale=True,
-                disable=self.progress_disabled,
-                total=total if split == "val" else None,
-            )
-
-            def save(p: SplitProgress, split: str = split) -> None:
-                state["splits"][split] = p.to_json()
-                _write_json(state_file, state)
-
-            try:
-                result[split] = encode_split(
-                    out_dir=self.out,
-                    docs_file=self.work / f"docs-{split}.jsonl",
-                    progress=prog,
-                    passes=max_reps[split],
-                    source_names=self.names,
-                    tok=tok,
-                    model_path=self.out / MODEL_FILE,
-                    shard_tokens=enc.shard_tokens,
-                    workers=enc.workers,
-                    batch_chars=enc.batch_chars,
-                    save_state=save,
-                    on_bytes=bar.update,
+        todo = [s for s in ("val", "train") if not state["splits"].get(s, {}).get("done")]
+        encoder = Encoder(tok, self.out / MODEL_FILE, enc.workers if todo else 1)
+        try:
+            for split in ("val", "train"):
+                prog = (
+                    SplitProgress.from_json(state["splits"][split])
+                    if split in state["splits"]
+                    else SplitProgress(split)
                 )
-            finally:
-                bar.close()
+                if prog.done:
+                    result[split] = prog
+                    continue
+                if prog.shards:
+                    self.log(f"encode {split}: resuming after {len(prog.shards)} finished shard(s)")
+                # Progress in text bytes; train documents are written `weight` times on average.
+                total = sum(
+                    v[split]["bytes"] * (src.weight if split == "train" else 1.0)
+                    for src, v in zip(self.cfg.sources, prepared["sources"].values(), strict=True)
+                )
+                bar = tqdm(
+                    desc=f"encode {split}",
+                    unit="B",
+                    unit_scale=True,
+                    disable=self.progress_disabled,
+                    total=int(total),
+                )
+
+                def save(p: SplitProgress, split: str = split) -> None:
+                    state["splits"][split] = p.to_json()
+                    _write_json(state_file, state)
+
+                try:
+                    result[split] = encode_split(
+                        out_dir=self.out,
+                        docs_file=self.work / f"docs-{split}.jsonl",
+                        progress=prog,
+                        passes=max_reps[split],
+                        source_names=self.names,
+                        tok=tok,
+                        encoder=encoder,
+                        shard_tokens=enc.shard_tokens,
+                        batch_chars=enc.batch_chars,
+                        save_state=save,
+                        on_bytes=bar.update,
+                    )
+                finally:
+                    bar.close()
+        finally:
+            encoder.close()
         return result
 
     # --- all of it ----------------------------------------------------------------------------

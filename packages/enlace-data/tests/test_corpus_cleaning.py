@@ -1,0 +1,160 @@
+"""Cleaning, filters, source reading (txt documents, Gutenberg boilerplate, jsonl) and dedup units."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+from enlace_config.schema.corpus import CleaningConfig, CorpusSource, DedupConfig
+from enlace_data import DataError
+from enlace_data.corpus.cleaning import clean_text, filter_reason, stopword_ratio
+from enlace_data.corpus.dedup import NearDuplicateIndex, optimal_bands
+from enlace_data.corpus.sources import SourceReader
+from enlace_data.sample import builtin_text
+
+SPANISH = builtin_text().decode("utf-8").split("\n\n")[1]
+ENGLISH = (
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "
+    "age of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the "
+    "season of Light, it was the season of Darkness, it was the spring of hope."
+)
+
+
+def test_clean_text_normalises_without_losing_text() -> None:
+    raw = "Cafe\u0301 \x00con\x07 leche\ufeff  \r\nsegunda\rtercera\n\n\n\n\ncuarta\t \n"
+    out = clean_text(raw)
+    assert out == "Café con leche\nsegunda\ntercera\n\ncuarta"
+    assert clean_text(out) == out
+    assert clean_text("\tcódigo:\n\tsangría") == "código:\n\tsangría"
+
+
+def test_filters() -> None:
+    cfg = CleaningConfig(min_chars=50)
+    assert filter_reason("corto", cfg) == "too_short"
+    assert filter_reason(SPANISH, cfg) is None
+    assert filter_reason(ENGLISH, cfg) == "not_spanish"
+    menu = "\n".join(["Inicio", "Contacto", "Inicio", "Contacto", "Inicio", "Contacto"] * 3)
+    assert filter_reason(menu + "\n" + SPANISH, cfg) == "repeated_lines"
+    ratio_es, _ = stopword_ratio(SPANISH)
+    ratio_en, _ = stopword_ratio(ENGLISH)
+    assert ratio_es > 0.3 > 0.1 > ratio_en
+    off = CleaningConfig(min_chars=50, min_spanish_stopword_ratio=0)
+    assert filter_reason(ENGLISH, off) is None
+
+
+def _read(path: Path, **cleaning: object) -> tuple[list[str], SourceReader]:
+    reader = SourceReader(
+        CorpusSource(name="s", path=str(path)),
+        0,
+        CleaningConfig(**cleaning),
+        "test.yaml",  # type: ignore[arg-type]
+    )
+    return [d.text for d in reader], reader
+
+
+PROSE = (
+    "En un lugar de la Mancha, de cuyo nombre no quiero acordarme, no ha mucho\n"
+    "tiempo que vivía un hidalgo de los de lanza en astillero, adarga antigua,\n"
+    "rocín flaco y galgo corredor."
+)
+VERSE = "Volverán las oscuras golondrinas\nen tu balcón sus nidos a colgar,\ny otra vez con el ala"
+
+
+def test_txt_documents_unwrap_prose_keep_verse_and_drop_gutenberg(tmp_path: Path) -> None:
+    body = "\n\n".join([PROSE, VERSE] * 20)
+    text = (
+        "The Project Gutenberg EBook of Algo, by Alguien\n\nLicense blah\n\n"
+        "*** START OF THIS PROJECT GUTENBERG EBOOK ALGO ***\n\n\n"
+        "Produced by Someone and the Online Distributed\nProofreading Team at http://www.pgdp.net\n\n"
+        f"{body}\n\nEnd of the Project Gutenberg EBook of Algo\n\n*** END OF THIS PROJECT ***\nlicense text\n"
+    )
+    f = tmp_path / "libro.txt"
+    f.write_text(text, encoding="utf-8")
+    docs, reader = _read(f, doc_chars=1000)
+    joined = "\n\n".join(docs)
+    assert "Gutenberg" not in joined and "Produced" not in joined and "license" not in joined
+    assert "no ha mucho tiempo que vivía" in joined  # wrapped prose joined with a space
+    assert "golondrinas\nen tu balcón" in joined  # verse keeps its lines
+    assert len(docs) > 3 and all(len(d) >= 1000 for d in docs[:-1])
+    assert joined.count("En un lugar de la Mancha") == 20
+    assert reader.stats.gutenberg_files == 1
+
+
+def test_txt_without_gutenberg_markers_is_kept_whole(tmp_path: Path) -> None:
+    f = tmp_path / "a.txt"
+    f.write_text("\ufeffPrimera línea.\n\nSegunda.\n", encoding="utf-8")
+    docs, _ = _read(f)
+    assert docs == ["Primera línea.\n\nSegunda."]
+
+
+def test_jsonl_and_gzip(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    with open(tmp_path / "d" / "a.jsonl", "w") as f:
+        f.write(json.dumps({"contenido": "uno"}) + "\n\n" + json.dumps({"contenido": "dos"}) + "\n")
+    with gzip.open(tmp_path / "d" / "b.jsonl.gz", "wt") as g:
+        g.write(json.dumps({"contenido": "tres"}) + "\n")
+    (tmp_path / "d" / "ignored.md").write_text("no")
+    reader = SourceReader(
+        CorpusSource(name="s", path=str(tmp_path / "d"), text_field="contenido"),
+        0,
+        CleaningConfig(),
+    )
+    assert [d.text for d in reader] == ["uno", "dos", "tres"]
+    assert reader.stats.files == 2 and reader.stats.docs == 3
+
+
+def test_bad_utf8_policies(tmp_path: Path) -> None:
+    f = tmp_path / "latin1.txt"
+    f.write_bytes(
+        "Línea buena.\n\nCanción mala\n".encode() + "y más: año".encode("latin-1") + b"\n"
+    )
+    with pytest.raises(DataError, match=r"latin1.txt:4: not valid UTF-8.*bad_utf8"):
+        _read(f)
+    docs, reader = _read(f, bad_utf8="replace")
+    assert "m\ufffds: a\ufffdo" in docs[0] and reader.stats.bad_utf8_bytes == 2
+    docs, reader = _read(f, bad_utf8="drop")
+    assert "año" not in docs[0] and "Canción mala" in docs[0]
+    assert reader.stats.bad_utf8_dropped == 1
+
+
+def test_missing_source_path_names_key_and_file(tmp_path: Path) -> None:
+    os.environ["ENLACE_TEST_NOWHERE"] = str(tmp_path / "nowhere")
+    reader = SourceReader(
+        CorpusSource(name="libros", path="$ENLACE_TEST_NOWHERE/x"), 3, CleaningConfig(), "c.yaml"
+    )
+    with pytest.raises(
+        DataError, match=r"sources\[3\]\.path \('libros'\) in c.yaml.*does not exist"
+    ):
+        list(reader)
+
+
+def _shuffled(text: str, seed: int) -> str:
+    import random
+
+    words = text.split()
+    random.Random(seed).shuffle(words)
+    return " ".join(words)
+
+
+def test_near_duplicates_found_and_distinct_documents_kept() -> None:
+    paragraphs = [p for p in builtin_text().decode("utf-8").split("\n\n") if len(p) > 400]
+    index = NearDuplicateIndex(DedupConfig(threshold=0.8))
+    for p in paragraphs:
+        assert not index.seen_similar(p)
+    for k in range(5):  # word-shuffled versions share words but almost no 5-word shingles
+        assert not index.seen_similar(_shuffled(paragraphs[0], k))
+    words = paragraphs[1].split()
+    words[10] = "cambiado"
+    words[-3] = "distinto"
+    assert index.seen_similar(" ".join(words))  # two words changed: a near duplicate
+    assert index.seen_similar(paragraphs[2].upper())  # case-folded shingles
+
+
+def test_band_choice_brackets_the_threshold() -> None:
+    b, r = optimal_bands(0.8, 128)
+    assert b * r <= 128
+    p = lambda s: 1 - (1 - s**r) ** b  # noqa: E731
+    assert p(0.9) > 0.99 and p(0.5) < 0.05
