@@ -1,5 +1,22 @@
-"""Tools for the Enlace family assistant, starting with private web search (no torch)."""
+"""Tools for the Enlace family assistant, starting with private web search (no torch).
 
-from importlib.metadata import version as _version
+`__version__` comes from the installed metadata, read on first use: importing importlib.metadata
+costs more than the rest of `enlace-search`'s start-up.
+"""
 
-__version__ = _version("enlace-agent")
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    __version__: str
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value = version("enlace-agent")
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

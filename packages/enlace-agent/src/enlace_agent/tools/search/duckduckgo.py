@@ -37,7 +37,7 @@ MAX_QUERY_CHARS = 499  # DuckDuckGo refuses queries of 500 characters and more
 SAFE_SEARCH_KP = {"strict": "1", "moderate": "-1", "off": "-2"}
 TIME_FILTER_DF = {"day": "d", "week": "w", "month": "m", "year": "y"}
 
-_NO_RESULTS = re.compile(r"^\s*no (more )?results\.?\s*$", re.IGNORECASE)
+_NO_RESULTS = re.compile(r"^\s*no\s+(more\s+)?results\.?\s*$", re.IGNORECASE)
 _AD_HOSTS = ("duckduckgo.com", "bing.com")
 _AD_PATHS = ("/y.js", "/aclick")
 

@@ -12,11 +12,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+if "httpx" not in sys.modules:
+    # httpx's __init__ imports its command-line client (click, rich, pygments) whenever those happen
+    # to be installed, which costs more than everything else enlace-search loads. A None entry makes
+    # that one optional import fail, as it does where they are absent; we never use httpx's CLI.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
 
 import httpx
 from enlace_config.schema.agent import HttpConfig
@@ -176,7 +183,7 @@ def _read_capped(
     response: httpx.Response,
     cap: int,
     deadline: float,
-    fail: Any,
+    fail: Callable[[type[Unavailable], str], Unavailable],
 ) -> bytes:
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > cap:

@@ -1,0 +1,245 @@
+"""Shared helpers for enlace-agent's tests: the captured pages, a real HTTP server on 127.0.0.1,
+and an isolated environment (XDG folders in tmp, no key, no proxy)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAKE_KEY = "BSA-fake-key-7f3a9c-DO-NOT-LEAK"
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """The pages written for these tests (following the real structures)."""
+    return FIXTURES
+
+
+@pytest.fixture
+def fake_key() -> str:
+    """A recognisable fake Brave key: the leak tests look for it in every output."""
+    return FAKE_KEY
+
+
+@pytest.fixture
+def search_data() -> Path:
+    """The real captured responses in $ENLACE_SHARED_DATA/search (skip when absent)."""
+    root = os.environ.get("ENLACE_SHARED_DATA")
+    if not root:
+        pytest.skip(
+            "ENLACE_SHARED_DATA is not set: the real captured search pages are not available"
+        )
+    path = Path(root) / "search"
+    if not path.is_dir():
+        pytest.skip(f"{path} does not exist: the real captured search pages are not available")
+    return path
+
+
+Handler = Callable[["RequestHandler"], None]
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class LocalServer:
+    """A threaded HTTP server; `routes[path] = handler(request_handler)` decides each answer."""
+
+    server: ThreadingHTTPServer
+    routes: dict[str, Handler] = field(default_factory=lambda: {})
+    requests: list[Recorded] = field(default_factory=lambda: [])
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def base(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    # Routes (tests reach the helpers through the fixture: conftest is not importable).
+    def reply(
+        self,
+        path: str,
+        status: int,
+        body: bytes | str,
+        content_type: str = "text/html; charset=UTF-8",
+        headers: dict[str, str] | None = None,
+    ) -> str:
+        self.routes[path] = reply(status, body, content_type, headers)
+        return self.url(path)
+
+    def reply_json(
+        self, path: str, status: int, data: Any, headers: dict[str, str] | None = None
+    ) -> str:
+        self.routes[path] = reply_json(status, data, headers)
+        return self.url(path)
+
+    def endless(self, path: str, pause: float = 0.02) -> str:
+        self.routes[path] = endless(pause=pause)
+        return self.url(path)
+
+    def silent(self, path: str, seconds: float = 30.0) -> str:
+        self.routes[path] = silent(seconds)
+        return self.url(path)
+
+    def handle(self, path: str, handler: Handler) -> str:
+        self.routes[path] = handler
+        return self.url(path)
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    server_ref: LocalServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0]
+        owner: LocalServer = self.server.owner  # type: ignore[attr-defined]
+        owner.requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body))
+        self.request_body = body
+        handler = owner.routes.get(path)
+        if handler is None:
+            send(self, 404, b"not found", "text/plain")
+            return
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            handler(self)
+
+    do_GET = _handle
+    do_POST = _handle
+
+
+def send(
+    h: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes | str,
+    content_type: str = "text/html; charset=UTF-8",
+    headers: dict[str, str] | None = None,
+) -> None:
+    data = body.encode() if isinstance(body, str) else body
+    h.send_response(status)
+    h.send_header("Content-Type", content_type)
+    h.send_header("Content-Length", str(len(data)))
+    for k, v in (headers or {}).items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def reply(
+    status: int,
+    body: bytes | str,
+    content_type: str = "text/html; charset=UTF-8",
+    headers: dict[str, str] | None = None,
+) -> Handler:
+    return lambda h: send(h, status, body, content_type, headers)
+
+
+def reply_json(status: int, data: Any, headers: dict[str, str] | None = None) -> Handler:
+    return reply(status, json.dumps(data), "application/json", headers)
+
+
+def endless(chunk: bytes = b"<p>" + b"x" * 100 + b"</p>\n", pause: float = 0.02) -> Handler:
+    """A 200 whose chunked body never ends (until the client goes away or the test ends)."""
+
+    def handler(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/html; charset=UTF-8")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        owner: LocalServer = h.server.owner  # type: ignore[attr-defined]
+        while not owner.stop.is_set():
+            h.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            h.wfile.flush()
+            time.sleep(pause)
+
+    return handler
+
+
+def silent(seconds: float) -> Handler:
+    """Accept the request, then say nothing for `seconds` (or until the test ends)."""
+
+    def handler(h: BaseHTTPRequestHandler) -> None:
+        owner: LocalServer = h.server.owner  # type: ignore[attr-defined]
+        owner.stop.wait(seconds)
+
+    return handler
+
+
+def _start_server() -> LocalServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
+    server.daemon_threads = True
+    owner = LocalServer(server)
+    server.owner = owner  # type: ignore[attr-defined]
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    return owner
+
+
+@pytest.fixture
+def http_server() -> Iterator[LocalServer]:
+    owner = _start_server()
+    yield owner
+    owner.stop.set()
+    owner.server.shutdown()
+    owner.server.server_close()
+
+
+@pytest.fixture
+def other_server() -> Iterator[LocalServer]:
+    """A second server: another origin, for redirects."""
+    owner = _start_server()
+    yield owner
+    owner.stop.set()
+    owner.server.shutdown()
+    owner.server.server_close()
+
+
+@pytest.fixture
+def refused_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/nothing"
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """os.environ without the key or proxies, with XDG folders inside tmp_path."""
+    for name in list(os.environ):
+        if name.upper() in {
+            "BRAVE_SEARCH_API_KEY",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "NO_PROXY",
+        }:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return dict(os.environ)
