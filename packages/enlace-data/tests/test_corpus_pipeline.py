@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from enlace_config.schema.corpus import CorpusConfig
 from enlace_config.schema.data import DataConfig
 from enlace_data import DataError
@@ -204,7 +203,7 @@ def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) ->
     n_val = len(manifest["splits"]["val"]["shards"])
     cfg_file = tmp_path / "c.yaml"
     out = root / "crashed"
-    cfg_file.write_text(yaml.safe_dump(corpus_config(root, "crashed")))
+    cfg_file.write_text(json.dumps(corpus_config(root, "crashed")))
     env = {**os.environ, CRASH_ENV: str(n_val + 2)}
     proc = subprocess.run(
         [sys.executable, "-m", "enlace_data.cli", "corpus", str(cfg_file), "--no-progress"],
@@ -286,15 +285,16 @@ def test_cli(
 ) -> None:
     root, manifest = built
     good = tmp_path / "good.yaml"
-    good.write_text(yaml.safe_dump(corpus_config(root, "out")))
+    good.write_text(json.dumps(corpus_config(root, "out")))
     assert main(["corpus", str(good), "--no-progress"]) == 0
     assert manifest["tokenizer_id"] in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     cfg = corpus_config(root, "out")
     cfg["tokenizer"]["vocab_size"] = 70000
     cfg["dedup"] = {"thresold": 0.5}
-    bad.write_text(yaml.safe_dump(cfg))
+    bad.write_text(json.dumps(cfg))
     assert main(["corpus", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "tokenizer.vocab_size" in err and "dedup.thresold" in err and str(bad) in err
+    assert "did you mean 'threshold'" in err
     assert "Traceback" not in err

@@ -15,6 +15,12 @@ def add_parser(subparsers: Any) -> None:
         "build; a finished one is left as is.",
     )
     p.add_argument("config", help="corpus config file (YAML)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override config keys (dedup.threshold=0.9)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -24,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from enlace_data.corpus.pipeline import build_corpus
     from enlace_data.corpus.report import format_report
 
-    cfg = load_corpus_config(args.config)
+    cfg = load_corpus_config(args.config, args.overrides)
     manifest = build_corpus(
         cfg, config_file=args.config, progress=False if args.no_progress else None
     )

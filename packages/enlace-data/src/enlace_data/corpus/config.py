@@ -1,38 +1,26 @@
-"""Loading a corpus config file into a validated `CorpusConfig`, with messages naming key and file."""
+"""Loading a corpus config file into a validated `CorpusConfig`.
+
+enlace-config's loader does the work (positions in the file, `include:`, `key=value` overrides,
+"did you mean" for unknown keys); its `ConfigError` becomes a `DataError` so the CLI prints it as one
+message with exit code 2.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import yaml
+from enlace_config import ConfigError, load_config
 from enlace_config.schema.corpus import CorpusConfig
-from pydantic import ValidationError
 
 from enlace_data.errors import DataError
 
 
-def load_corpus_config(path: str | Path) -> CorpusConfig:
+def load_corpus_config(path: str | Path, overrides: Sequence[str] = ()) -> CorpusConfig:
     p = Path(path)
+    if not p.is_file():
+        raise DataError("corpus config file does not exist", path=p)
     try:
-        raw: Any = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError("corpus config file does not exist", path=p) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"cannot read the corpus config ({e})", path=p) from None
-    except yaml.YAMLError as e:
-        raise DataError(f"not valid YAML: {e}", path=p) from None
-    if not isinstance(raw, dict):
-        raise DataError(
-            "a corpus config must be a mapping of keys (name, out_dir, sources, ...)", path=p
-        )
-    try:
-        return CorpusConfig.model_validate(raw)
-    except ValidationError as e:
-        lines = []
-        for err in e.errors():
-            key = ".".join(str(x) for x in err["loc"]) or "(top level)"
-            value = err.get("input")
-            shown = "" if err["type"] == "missing" else f" (got {value!r:.80})"
-            lines.append(f"{key}: {err['msg']}{shown}")
-        raise DataError(f"invalid corpus config {p}: " + "; ".join(lines), path=p) from None
+        return load_config(p, list(overrides), schema=CorpusConfig).config
+    except ConfigError as e:
+        raise DataError(f"invalid corpus config: {e}", path=p) from None
