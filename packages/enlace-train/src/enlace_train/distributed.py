@@ -1,0 +1,626 @@
+"""Running one training job on several processes: torchrun, DDP, FSDP2 and their checkpoints.
+
+Everything the trainer needs to know about other ranks lives here, so that the loop stays the
+single-process loop with a few calls at fixed points:
+
+- ``init_distributed(hardware)`` after the config and the hardware have been validated on this
+  rank. Without torchrun's environment it returns the single-process ``DistInfo`` and touches
+  nothing. Under torchrun it picks the backend from the hardware profile (NCCL on CUDA, gloo on
+  CPU), binds the rank to its local GPU and joins the process group with a finite timeout.
+- ``wrap_model(model, parallelism, info)``: DDP (whole-model replica, gradients all-reduced) or
+  FSDP2 (``fully_shard`` on every transformer block, then on the root).
+- ``gradient_sync(model, enabled)`` around each micro-step: accumulation micro-steps skip the
+  gradient reduction (DDP ``no_sync``, FSDP2 ``set_requires_gradient_sync(False)``).
+- ``clip_grad_norm(model, max_norm)`` works on plain and sharded (DTensor) gradients alike.
+- ``reduce_mean`` / ``any_rank`` / ``gather_objects`` / ``broadcast_object`` for metrics,
+  evaluation, the stop flag and per-rank state.
+- Checkpoints keep the single-process layout (``model.safetensors`` + ``model.json`` that
+  ``enlace_model.checkpoint.load_model`` reads, ``trainer_state.pt``). Rank 0 writes everything
+  except, under FSDP, each rank's own shard of the model and optimizer in ``distcp/`` (written
+  through ``torch.distributed.checkpoint``, which also re-shards on load). The per-rank RNG and
+  loader states are gathered to rank 0 and stored as one list; ``rank_resume_state`` picks this
+  rank's entry back and applies the world-size-change policy (supported, with a warning that the
+  run is no longer bit-exact: the loader state counts global samples, so it re-splits exactly).
+
+Bounded stop: a rank that dies ends the job through torchrun's own failure handling (it tears the
+other workers down as soon as it notices a worker exited with an error), and every collective has a
+finite process-group timeout as the backstop for a rank that hangs without dying.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from enlace_train.errors import TrainError
+from enlace_train.metrics import MetricsWriter
+
+Parallelism = Literal["ddp", "fsdp"]
+
+#: Sub-directory of a checkpoint holding the FSDP shards (``torch.distributed.checkpoint``).
+SHARDED_DIR = "distcp"
+#: Key of the per-rank state list inside ``trainer_state.pt``.
+RANK_STATES_KEY = "rank_states"
+#: Backstop for a collective that never completes (a rank stuck without dying). Long enough for
+#: rank 0 to write a large non-sharded checkpoint while the others wait at the barrier.
+DEFAULT_TIMEOUT = timedelta(minutes=15)
+
+_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+class DistributedError(TrainError):
+    """A problem the user can fix: how the job was launched, or what a checkpoint was written by."""
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process stands in the job. The single-process run is rank 0 of 1, no backend."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    backend: str | None = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def distributed(self) -> bool:
+        """True under torchrun (even with one process: the wrapper is then in place)."""
+        return self.backend is not None
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the only rank that writes files and logs."""
+        return self.rank == 0
+
+
+def launched_by_torchrun(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether torchrun (or another launcher setting the same variables) started this process."""
+    env = os.environ if environ is None else environ
+    return all(name in env for name in _TORCHRUN_VARS)
+
+
+def read_env(environ: Mapping[str, str] | None = None) -> DistInfo:
+    """Rank, world size and local rank from torchrun's environment, without any collective."""
+    env = os.environ if environ is None else environ
+    if not launched_by_torchrun(env):
+        return DistInfo()
+    try:
+        rank, world, local = (int(env[name]) for name in _TORCHRUN_VARS)
+        local_world = int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
+    except ValueError as exc:
+        values = ", ".join(f"{n}={env.get(n)!r}" for n in (*_TORCHRUN_VARS, "LOCAL_WORLD_SIZE"))
+        raise DistributedError(
+            f"the launcher's environment is not a valid torchrun environment ({values}): start "
+            "the job with `torchrun --nproc-per-node N -m enlace_train CONFIG`"
+        ) from exc
+    if not (0 <= rank < world and 0 <= local < local_world):
+        raise DistributedError(
+            f"inconsistent launcher environment: RANK={rank}, WORLD_SIZE={world}, "
+            f"LOCAL_RANK={local}, LOCAL_WORLD_SIZE={local_world}"
+        )
+    return DistInfo(rank=rank, world_size=world, local_rank=local, local_world_size=local_world)
+
+
+def backend_for(device: str) -> str:
+    """The process-group backend for the hardware profile's device: NCCL on CUDA, gloo on CPU."""
+    return "nccl" if device == "cuda" else "gloo"
+
+
+def bind_local_device(device: str, environ: Mapping[str, str] | None = None) -> None:
+    """Make this rank's GPU the current CUDA device, before anything touches CUDA. No collective.
+
+    Called before the hardware check so that each rank's checks and first allocations land on its
+    own board instead of all on GPU 0. A no-op on CPU, without torchrun, or when the local rank has
+    no GPU (``init_distributed`` then says so).
+    """
+    info = read_env(environ)
+    if device != "cuda" or not launched_by_torchrun(environ) or not torch.cuda.is_available():
+        return
+    if info.local_rank < torch.cuda.device_count():
+        torch.cuda.set_device(info.local_rank)
+
+
+def init_distributed(
+    device: str,
+    *,
+    timeout: timedelta = DEFAULT_TIMEOUT,
+    environ: Mapping[str, str] | None = None,
+) -> DistInfo:
+    """Join the job's process group if torchrun started us; otherwise the single-process info.
+
+    ``device`` is the hardware profile's ``hardware.device``. Call it on every rank after the
+    config and the hardware have been validated (those checks run on each rank before any
+    collective, so a bad profile fails fast everywhere instead of leaving peers waiting).
+    """
+    info = read_env(environ)
+    if not launched_by_torchrun(environ):
+        return DistInfo(device=torch.device(device))
+    backend = backend_for(device)
+    if device == "cuda":
+        count = torch.cuda.device_count()
+        if info.local_rank >= count:
+            raise DistributedError(
+                f"local rank {info.local_rank} has no GPU: this node shows {count} CUDA "
+                f"device(s) for {info.local_world_size} processes. Start torchrun with "
+                f"--nproc-per-node {count} or fewer."
+            )
+        torch.cuda.set_device(info.local_rank)
+        local_device = torch.device("cuda", info.local_rank)
+    else:
+        local_device = torch.device("cpu")
+    if not dist.is_initialized():
+        if backend == "nccl":
+            dist.init_process_group(backend, timeout=timeout, device_id=local_device)
+        else:
+            dist.init_process_group(backend, timeout=timeout)
+    return DistInfo(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=info.local_rank,
+        local_world_size=info.local_world_size,
+        backend=dist.get_backend(),
+        device=local_device,
+    )
+
+
+def shutdown(info: DistInfo) -> None:
+    """Leave the process group cleanly (a no-op for the single-process run)."""
+    if info.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def grad_accumulation_steps(global_batch_size: int, micro_batch_size: int, info: DistInfo) -> int:
+    """Micro-steps per optimizer step so that the global batch is the config's at any world size."""
+    per_step = micro_batch_size * info.world_size
+    if global_batch_size % per_step:
+        fits = [
+            n
+            for n in range(1, global_batch_size + 1)
+            if global_batch_size % (micro_batch_size * n) == 0
+        ]
+        raise DistributedError(
+            f"train.global_batch_size ({global_batch_size}) is not divisible by "
+            f"hardware.micro_batch_size ({micro_batch_size}) x world size ({info.world_size}): "
+            f"the global batch cannot be kept. Use a world size in {fits[:8]}, or change "
+            "train.global_batch_size / hardware.micro_batch_size."
+        )
+    return global_batch_size // per_step
+
+
+# --------------------------------------------------------------------------- model wrapping
+
+
+def transformer_blocks(model: nn.Module) -> nn.ModuleList:
+    """The model's list of transformer blocks (the FSDP2 sharding unit)."""
+    for name in ("layers", "blocks"):
+        blocks = getattr(model, name, None)
+        if isinstance(blocks, nn.ModuleList):
+            return blocks
+    lists = [m for _, m in model.named_children() if isinstance(m, nn.ModuleList)]
+    if len(lists) != 1:
+        raise TypeError(f"cannot find the transformer blocks of {type(model).__name__}")
+    return lists[0]
+
+
+def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn.Module:
+    """DDP or FSDP2 around the model (already on ``info.device``); unchanged when not distributed.
+
+    Every rank must have built the same initial weights (same seed): DDP also broadcasts rank 0's,
+    FSDP2 keeps each rank's own slice of its local copy.
+    """
+    if not info.distributed:
+        return model
+    if parallelism == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(
+            model,
+            device_ids=[info.local_rank] if info.device.type == "cuda" else None,
+            broadcast_buffers=False,  # buffers (rotary tables) are computed, identical everywhere
+            gradient_as_bucket_view=True,
+        )
+    if parallelism == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        blocks = transformer_blocks(model)
+        for i, block in enumerate(blocks):
+            # The last block's parameters are needed again right away by backward: keep them.
+            fully_shard(block, reshard_after_forward=i < len(blocks) - 1)
+        fully_shard(model)  # the root: embeddings, final norm, head
+        return model
+    raise ValueError(f"unknown parallelism {parallelism!r} (expected 'ddp' or 'fsdp')")
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The user's module inside a DDP wrapper (FSDP2 wraps in place: the model itself)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Whether FSDP2 shards this model's parameters."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+@contextmanager
+def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Around one micro-step's forward and backward: reduce gradients across ranks only if enabled.
+
+    Accumulation micro-steps run with ``enabled=False`` and the last one with ``True``, so the
+    gradients are reduced once per optimizer step. Plain modules ignore it.
+    """
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(model, DistributedDataParallel):
+        with nullcontext() if enabled else model.no_sync():
+            yield
+    elif isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(enabled)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
+
+
+def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
+    """Total gradient norm over all ranks' parameters, gradients clipped to ``max_norm``.
+
+    Under FSDP2 the gradients are sharded DTensors and so is their norm: it is reduced to the
+    full value, the same on every rank, before the clip coefficient is applied. Anything else goes
+    through ``torch.nn.utils.clip_grad_norm_`` exactly as the single-process trainer always did
+    (DDP's gradients are already identical on every rank). Returns a 0-dim tensor.
+    """
+    if not is_sharded(model):
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    from torch.distributed.tensor import DTensor
+
+    params = [p for p in model.parameters() if p.grad is not None]
+    grads = [p.grad for p in params if p.grad is not None]
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+    if isinstance(total, DTensor):
+        total = total.full_tensor()
+    torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+    return total
+
+
+def grad_scaler_for(scaler: torch.amp.GradScaler, model: nn.Module) -> torch.amp.GradScaler:
+    """The GradScaler to use with this model: under FSDP2 with loss scaling, a sharded one.
+
+    Each rank only sees its shard of the gradients; a plain GradScaler would let one rank skip a
+    step for an inf in its shard while another steps. ``ShardedGradScaler`` all-reduces the
+    inf/nan flag so every rank makes the same decision. Disabled scalers pass through.
+    """
+    if not (is_sharded(model) and scaler.is_enabled()):
+        return scaler
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    return ShardedGradScaler(
+        scaler._device,  # pyright: ignore[reportPrivateUsage]
+        init_scale=scaler.get_scale(),
+        growth_factor=scaler.get_growth_factor(),
+        backoff_factor=scaler.get_backoff_factor(),
+        growth_interval=scaler.get_growth_interval(),
+        enabled=True,
+    )
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def reduce_mean(values: Sequence[float], info: DistInfo) -> list[float]:
+    """The mean of each value over all ranks (identity for the single-process run)."""
+    if not info.distributed or info.world_size == 1:
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return (t / info.world_size).tolist()
+
+
+def reduce_sum(values: Sequence[float], info: DistInfo) -> list[float]:
+    """The sum of each value over all ranks."""
+    if not info.distributed or info.world_size == 1:
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def reduce_max(values: Sequence[float], info: DistInfo) -> list[float]:
+    """The maximum of each value over all ranks (peak memory, for instance)."""
+    if not info.distributed or info.world_size == 1:
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def any_rank(flag: bool, info: DistInfo) -> bool:
+    """True on every rank if it is true on any: how all ranks agree to stop at the same step.
+
+    A signal may reach the ranks at different moments; deciding per rank would leave the others
+    waiting in the next collective.
+    """
+    return reduce_max([1.0 if flag else 0.0], info)[0] > 0
+
+
+def broadcast_object(obj: Any, info: DistInfo, src: int = 0) -> Any:
+    """Rank ``src``'s (picklable) object, on every rank."""
+    if not info.distributed or info.world_size == 1:
+        return obj
+    box = [obj if info.rank == src else None]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def gather_objects(obj: Any, info: DistInfo) -> list[Any] | None:
+    """Every rank's object, in rank order, on rank 0; None on the other ranks."""
+    if not info.distributed or info.world_size == 1:
+        return [obj]
+    out: list[Any] | None = [None] * info.world_size if info.is_main else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def barrier(info: DistInfo) -> None:
+    """Wait for every rank (no-op for the single-process run)."""
+    if info.distributed and info.world_size > 1:
+        if info.device.type == "cuda":
+            dist.barrier(device_ids=[info.local_rank])
+        else:
+            dist.barrier()
+
+
+# --------------------------------------------------------------------------- files and logs
+
+
+class NullMetricsWriter(MetricsWriter):
+    """What ranks other than 0 write metrics to: nothing (no file is opened)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def write(self, row: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def gather_rank_states(state: dict[str, Any], info: DistInfo) -> list[dict[str, Any]] | None:
+    """Each rank's own state (RNG, data loader) as a list in rank order, on rank 0 only.
+
+    Tensors (the torch RNG states) are moved to the CPU first, so the list pickles and then loads
+    with ``torch.load(weights_only=True)``.
+    """
+    return gather_objects(_to_cpu(state), info)
+
+
+def rank_resume_state(
+    trainer_state: Mapping[str, Any], info: DistInfo
+) -> tuple[dict[str, Any], str | None]:
+    """This rank's RNG and loader state from a checkpoint, and a warning when the world size changed.
+
+    World-size policy: supported, never silently. The loader state counts *global* samples and
+    every rank walks the same global stream (rank r takes the r-th block of each step's
+    ``world_size * micro_batch`` samples), and the accumulation is re-derived so the global batch
+    stays the config's. So each optimizer step sees the same samples at any world size; what
+    changes is the order of the floating-point sums over ranks and micro-steps, so the resumed
+    run is no longer bit-exact — the returned warning says so, and the trainer logs it.
+    Checkpoints of single-process runs (no per-rank list) count as written by one process.
+    """
+    states: list[dict[str, Any]] = list(trainer_state.get(RANK_STATES_KEY) or [])
+    if not states:
+        states = [{"rng": trainer_state["rng"], "loader": trainer_state["loader"]}]
+    saved = len(states)
+    if saved == info.world_size:
+        return states[info.rank], None
+    loaders = {json.dumps(s["loader"], sort_keys=True) for s in states}
+    if len(loaders) != 1:
+        raise DistributedError(
+            f"the checkpoint's {saved} per-rank data loader states disagree, so its data position "
+            f"cannot be re-split over {info.world_size} processes: resume it with {saved} "
+            "processes in total."
+        )
+    mine = {"loader": states[0]["loader"], "rng": states[info.rank % saved]["rng"]}
+    warning = (
+        f"WARNING: resuming with {info.world_size} process(es) from a checkpoint written by "
+        f"{saved}: the data continues at the same global sample and every step keeps the same "
+        "global batch (gradient accumulation re-derived), but the sums over ranks run in "
+        "another order, so the run is no longer bit-exact. Relaunch with "
+        f"{saved} process(es) for an exact resume."
+    )
+    return mine, warning
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def consolidated_state_dict(model: nn.Module, info: DistInfo) -> dict[str, torch.Tensor] | None:
+    """The full, unsharded model weights on rank 0's CPU (None elsewhere). Call on every rank.
+
+    Under FSDP2 this is a collective (each parameter is all-gathered in turn, offloaded to the
+    CPU on rank 0 only); under DDP or single-process it is rank 0's local copy.
+    """
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
+
+        full = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        return cast(dict[str, torch.Tensor], full) if info.is_main else None
+    if not info.is_main:
+        return None
+    return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
+
+
+def save_consolidated_model(
+    directory: Path | None, model: nn.Module, model_cfg: Any, info: DistInfo
+) -> None:
+    """Write ``model.safetensors`` + ``model.json`` into ``directory`` from rank 0. Every rank calls.
+
+    The files are the single-process ones (``enlace_model.checkpoint.save_model``), so
+    ``load_model`` and the export read a distributed run's checkpoint as they read any other.
+    ``directory`` only matters on rank 0.
+    """
+    from enlace_model.checkpoint import save_model
+
+    if not is_sharded(model):
+        if info.is_main:
+            assert directory is not None
+            save_model(directory, unwrap_model(model), model_cfg)  # pyright: ignore[reportArgumentType]
+        return
+    full = consolidated_state_dict(model, info)
+    if info.is_main:
+        assert directory is not None and full is not None
+        from enlace_model import build_model
+
+        with torch.random.fork_rng(devices=[]):  # the replica's init must not move rank 0's RNG
+            plain = build_model(model_cfg)  # a plain replica on the CPU, to reuse the one writer
+        plain.load_state_dict(full)
+        save_model(directory, plain, model_cfg)
+
+
+def load_full_weights(model: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Load full (unsharded) weights, e.g. ``train.init_from``'s, into a plain or FSDP2 model."""
+    if not is_sharded(model):
+        unwrap_model(model).load_state_dict(state_dict)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    set_model_state_dict(model, dict(state_dict), options=StateDictOptions(full_state_dict=True))
+
+
+def refuse_sharded(model: nn.Module, what: str) -> None:
+    """Raise for a feature that reads a single-process optimizer state into an FSDP2 model."""
+    if is_sharded(model):
+        raise DistributedError(
+            f"{what} is not supported with train.parallelism=fsdp: the checkpoint's optimizer "
+            "state is not sharded. Start without it (weights only), or with train.parallelism=ddp."
+        )
+
+
+def has_sharded_state(checkpoint: Path) -> bool:
+    """Whether a checkpoint carries FSDP shards (model and optimizer) in ``distcp/``."""
+    return (Path(checkpoint) / SHARDED_DIR / ".metadata").is_file()
+
+
+def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Each rank writes its shard of the model and optimizer to ``directory/distcp``. Collective."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.checkpoint.state_dict_saver import save
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=Path(directory) / SHARDED_DIR)
+
+
+def load_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Load model and optimizer from ``directory/distcp``, re-sharded to this world size.
+
+    Works for a plain model in a single process too (the shards are assembled).
+    """
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load
+
+    if not has_sharded_state(directory):
+        raise DistributedError(
+            f"{directory} holds no sharded (FSDP) state in {SHARDED_DIR}/: it was written by a "
+            "single-process or DDP run, and an FSDP job resumes only FSDP checkpoints. Resume it "
+            "the way it was written, or start a new run from its weights with "
+            f"train.init_from={directory}."
+        )
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optimizer": optim_sd}
+    load(state, checkpoint_id=Path(directory) / SHARDED_DIR)
+    set_state_dict(
+        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"]
+    )
+
+
+def shared_directory(directory: Path | None, info: DistInfo) -> Path:
+    """Rank 0's directory (a checkpoint's temporary folder), on every rank."""
+    path = broadcast_object(str(directory) if directory is not None else None, info)
+    if path is None:
+        raise RuntimeError("rank 0 did not provide a directory")
+    return Path(path)
+
+
+def save_distributed_checkpoint(
+    run_dir: Path,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    model_cfg: Any,
+    trainer_state: dict[str, Any],
+    info: DistInfo,
+    *,
+    keep: int,
+    extra_files: Callable[[Path], None] | None = None,
+) -> Path:
+    """The distributed twin of ``checkpointing.save_checkpoint``. Every rank calls it.
+
+    Same layout, same atomic write (rank 0 owns the temporary directory, writes ``COMPLETE`` and
+    renames it), plus: ``trainer_state.pt`` holds every rank's RNG and loader state under
+    ``rank_states``, the world size and the parallelism. Under FSDP2 the optimizer (and a copy of
+    the model) are in ``distcp/``, one file per rank written by that rank — the only files a rank
+    other than 0 ever writes — and ``model.safetensors`` is the consolidated full model.
+    """
+    from enlace_model.checkpoint import TRAINER_STATE_FILE, atomic_checkpoint
+
+    from enlace_train.checkpointing import prune_checkpoints
+
+    sharded = is_sharded(model)
+    rank_states = gather_rank_states(
+        {"rng": trainer_state["rng"], "loader": trainer_state["loader"]}, info
+    )
+    writing = atomic_checkpoint(run_dir, step) if info.is_main else nullcontext(None)
+    with writing as tmp:
+        local = Path(tmp) if tmp is not None else None
+        save_consolidated_model(local, model, model_cfg, info)
+        if sharded:
+            save_sharded(shared_directory(local, info), model, optimizer)
+        if info.is_main:
+            assert local is not None
+            state = {
+                **trainer_state,
+                "optimizer": None if sharded else trainer_state["optimizer"],
+                "world_size": info.world_size,
+                "parallelism": "fsdp" if sharded else "ddp",
+                RANK_STATES_KEY: rank_states,
+            }
+            torch.save(state, local / TRAINER_STATE_FILE)
+            if extra_files is not None:
+                extra_files(local)
+    if info.is_main:
+        prune_checkpoints(run_dir, keep)
+    barrier(info)  # nobody moves on (or exits) before the checkpoint is complete
+    return Path(run_dir) / "checkpoints" / f"step_{step}"
