@@ -15,6 +15,7 @@ ends with the same weights, bit for bit, as one that never stopped.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import signal
 import time
@@ -30,6 +31,7 @@ from enlace_data.loader import Loader, build_loader, eval_batches
 from enlace_model import build_model, count_parameters, flops_per_token
 from enlace_model.checkpoint import load_model, resolve_checkpoint
 
+from enlace_train import distributed
 from enlace_train.backends import Backend, setup_backend
 from enlace_train.checkpointing import (
     TRAINER_STATE_FORMAT,
@@ -224,24 +226,33 @@ def _load_weights(model: torch.nn.Module, checkpoint: Path, cfg: RunConfig) -> N
                 if getattr(source.cfg, k, None) not in (None, getattr(cfg.model, k))] if hasattr(source, "cfg") else []
     if mismatch:
         raise SetupError(f"{checkpoint} has another model shape ({', '.join(mismatch)} differ)")
-    model.load_state_dict(source.state_dict())
+    distributed.load_full_weights(model, source.state_dict())  # plain, DDP or FSDP2-sharded model
 
 
 # ----------------------------------------------------------------------------- the run
-def train(resolved: Any, *, world_size: int = 1, rank: int = 0) -> TrainSummary:
+def train(resolved: Any) -> TrainSummary:
     """Run (or resume) the training described by a resolved config (enlace_config.ResolvedConfig)."""
     cfg: RunConfig = resolved.config
     tc, hw = cfg.train, cfg.hardware
     progress_line = Progress()
+    distributed.bind_local_device(hw.device)  # under torchrun: this rank's GPU, before any CUDA call
     backend = setup_backend(hw)  # exits through HardwareError before any data is read
+    # Under torchrun, join the process group only now: every rank has checked its hardware.
+    info = distributed.init_distributed(hw.device)
     run_dir = Path(cfg.run.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    setup_logging(run_dir, progress_line)
+    if info.is_main:  # only rank 0 writes files and logs; the others print warnings and errors
+        run_dir.mkdir(parents=True, exist_ok=True)
+        setup_logging(run_dir, progress_line)
+    else:
+        progress_line.active = False
+        setup_logging(None, progress_line)
+        log.setLevel(logging.WARNING)
     try:
-        return _train(resolved, cfg, backend, run_dir, progress_line, world_size, rank)
+        return _train(resolved, cfg, backend, run_dir, progress_line, info)
     finally:
         progress_line.clear()
         close_logging()
+        distributed.shutdown(info)
 
 
 def _train(
@@ -250,10 +261,10 @@ def _train(
     backend: Backend,
     run_dir: Path,
     progress_line: Progress,
-    world_size: int,
-    rank: int,
+    info: distributed.DistInfo,
 ) -> TrainSummary:
     tc, hw = cfg.train, cfg.hardware
+    world_size, rank = info.world_size, info.rank
     seed_everything(tc.seed)
     # --- data and model, checked against each other
     loader = build_loader(
@@ -274,16 +285,18 @@ def _train(
             f"model.vocab_size={cfg.model.vocab_size}"
         )
     model = build_model(cfg.model, attention=hw.attention).to(backend.device)
+    wrapped = distributed.wrap_model(model, tc.parallelism, info)  # torchrun: DDP or FSDP2 shards
     optimizer = build_optimizer(model, cfg, backend)
-    scaler = backend.grad_scaler()
-    accum = cfg.grad_accumulation_steps(world_size)
+    scaler = distributed.grad_scaler_for(backend.grad_scaler(), model)
+    accum = distributed.grad_accumulation_steps(tc.global_batch_size, hw.micro_batch_size, info)
     tokens_per_step = tc.global_batch_size * cfg.data.context_length
-    flops_per_tok = flops_per_token(cfg.model, cfg.data.context_length)
+    # per device: MFU compares tokens/s of all ranks with one board's peak times the world size
+    flops_per_tok = flops_per_token(cfg.model, cfg.data.context_length) / world_size
 
     # --- the run directory: resume, init_from, or a new run
     prog = TrainProgress()
     init_from = tc.init_from
-    checkpoint = latest_checkpoint(run_dir)
+    checkpoint = distributed.broadcast_object(latest_checkpoint(run_dir) if info.is_main else None, info)
     metrics_path = run_dir / METRICS_FILE
     if checkpoint is not None:
         state = load_trainer_state(checkpoint)
@@ -292,27 +305,36 @@ def _train(
         )
         check_threads(state["num_threads"], torch.get_num_threads(), allow_change=tc.allow_thread_change,
                       checkpoint=checkpoint)
-        _load_weights(model, checkpoint, cfg)
-        optimizer.load_state_dict(state["optimizer"])
+        if distributed.is_sharded(model) or distributed.has_sharded_state(checkpoint):
+            distributed.load_sharded(checkpoint, model, optimizer)  # FSDP: re-sharded on load
+        else:
+            _load_weights(model, checkpoint, cfg)
+            optimizer.load_state_dict(state["optimizer"])
         if state["grad_scaler"]:
             scaler.load_state_dict(state["grad_scaler"])
-        loader.load_state_dict(state["loader"])
-        backend.set_rng_state(set_rng_state(state["rng"]))
+        mine, world_size_warning = distributed.rank_resume_state(state, info)  # this rank's own
+        loader.load_state_dict(mine["loader"])
+        backend.set_rng_state(set_rng_state(mine["rng"]))
+        if world_size_warning:
+            log.warning(world_size_warning)
         prog = TrainProgress(state["step"], state["tokens_seen"], state["skipped_steps"], state["elapsed_s"])
         init_from = state.get("init_from")
-        kept = truncate_metrics(metrics_path, prog.step)
+        kept = truncate_metrics(metrics_path, prog.step) if info.is_main else 0
         log.info("resuming %s from %s (step %d; metrics.jsonl cut back to %d rows)%s", cfg.run.name,
                  checkpoint, prog.step, kept, f"; allowed changes: {'; '.join(allowed)}" if allowed else "")
     else:
-        truncate_metrics(metrics_path, 0)
+        if info.is_main:
+            truncate_metrics(metrics_path, 0)
         if tc.init_from:
             source = resolve_checkpoint(tc.init_from)
             _load_weights(model, source, cfg)
             if tc.init_optimizer:
+                distributed.refuse_sharded(model, "train.init_optimizer")
                 optimizer.load_state_dict(load_trainer_state(source)["optimizer"])
             log.info("new run %s initialised from %s (weights%s; not an exact resume)", cfg.run.name,
                      source, " and optimizer state" if tc.init_optimizer else "")
-    (run_dir / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
+    if info.is_main:
+        (run_dir / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
 
     n_params = count_parameters(model, include_embeddings=False)
     log.info("run %s -> %s | %s", cfg.run.name, run_dir, backend.describe())
@@ -323,19 +345,24 @@ def _train(
         log.info("run already complete at step %d (train.max_steps=%d)", prog.step, tc.max_steps)
         return TrainSummary(run_dir, prog.step, False, None, None, [], prog.elapsed_s)
 
-    metrics = MetricsWriter(metrics_path)
+    metrics = MetricsWriter(metrics_path) if info.is_main else distributed.NullMetricsWriter()
     signals = StopSignals()
     signals.install()
     model.train()
-    train_model = torch.compile(model) if hw.compile else model
+    train_model = torch.compile(wrapped) if hw.compile else wrapped
     summary = TrainSummary(run_dir, prog.step, False, None, None)
     meter = Throughput(prog.step, prog.elapsed_s, tokens_per_step)
 
     def save(step: int) -> None:
         state = trainer_state(progress=prog, optimizer=optimizer, scaler=scaler, loader=loader,
                               backend=backend, resolved=resolved, init_from=init_from)
-        path = save_checkpoint(run_dir, step, model, cfg.model, state, keep=tc.keep_checkpoints,
-                               extra_files=write_tokenizer(cfg))
+        if info.distributed:  # rank 0 writes (FSDP: each rank its shard), with every rank's RNG/data
+            path = distributed.save_distributed_checkpoint(
+                run_dir, step, model, optimizer, cfg.model, state, info,
+                keep=tc.keep_checkpoints, extra_files=write_tokenizer(cfg))
+        else:
+            path = save_checkpoint(run_dir, step, model, cfg.model, state, keep=tc.keep_checkpoints,
+                                   extra_files=write_tokenizer(cfg))
         log.info("checkpoint %s", path)
 
     try:
@@ -347,18 +374,20 @@ def _train(
             ce_sum = torch.zeros((), device=backend.device)
             z_sum = torch.zeros((), device=backend.device)
             try:
-                for _ in range(accum):
+                for micro in range(accum):
                     x, y = (backend.to_device(a) for a in next(loader))
-                    with backend.autocast():
-                        out = train_model(x, y, z_loss_weight=tc.z_loss_weight)
-                    scaler.scale(out.loss / accum).backward()
+                    # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only
+                    with distributed.gradient_sync(wrapped, micro == accum - 1):
+                        with backend.autocast():
+                            out = train_model(x, y, z_loss_weight=tc.z_loss_weight)
+                        scaler.scale(out.loss / accum).backward()
                     ce_sum += out.ce_loss.detach().float()
                     z_sum += out.z_loss.detach().float()
             except torch.OutOfMemoryError as exc:
                 raise out_of_memory(cfg, world_size) from exc
             # unscale, clip (the norm is logged either way), step; fp16 steps with inf/nan are skipped
             scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip or math.inf)
+            grad_norm = distributed.clip_grad_norm(model, tc.grad_clip or math.inf)  # FSDP: global norm
             scale_before = scaler.get_scale()
             scaler.step(optimizer)
             scaler.update()
@@ -368,25 +397,28 @@ def _train(
             prog.tokens_seen += tokens_per_step
             step = prog.step
             prog.elapsed_s = meter.elapsed()
+            stop = distributed.any_rank(bool(signals.requested), info)  # all ranks stop at one step
             if step % tc.log_every == 0 or step == tc.max_steps:  # log
                 backend.synchronize()
-                row = {"step": step, "loss": (ce_sum / accum).item(), "z_loss": (z_sum / accum).item(),
+                loss, z_loss = distributed.reduce_mean([(ce_sum / accum).item(), (z_sum / accum).item()], info)
+                row = {"step": step, "loss": loss, "z_loss": z_loss,
                        "lr": lr, "grad_norm": float(grad_norm), **meter.measure(step, tc.max_steps)}
                 log_step(row, metrics, cfg, prog, backend, scaler, flops_per_tok)
                 summary.tokens_per_s.append(row["tokens_per_s"])
             with meter.aside():  # evaluation and checkpoints are kept out of tokens/s
                 if step % tc.eval_every == 0 or step == tc.max_steps:
                     val_loss, val_bpb = evaluate(model, val_batches, backend, bytes_per_token)
+                    val_loss, val_bpb = distributed.reduce_mean([val_loss, val_bpb], info)  # all ranks' share
                     metrics.write({"step": step, "val_loss": val_loss, "val_bpb": val_bpb})
                     log.info("step %d | val loss %.4f | val bits/byte %.4f", step, val_loss, val_bpb)
                     summary.final_val_loss, summary.final_val_bpb = val_loss, val_bpb
-                if step % tc.checkpoint_every == 0 or step == tc.max_steps or signals.requested:
+                if step % tc.checkpoint_every == 0 or step == tc.max_steps or stop:
                     save(step)
             progress_line.update(f"[{cfg.run.name}] step {step}/{tc.max_steps} ({100 * step / tc.max_steps:.0f}%) "
                                  f"elapsed {format_duration(prog.elapsed_s)}")
-            if signals.requested:
+            if stop:
                 log.info("%s received: stopped after step %d with a checkpoint; rerun the same command "
-                         "to resume", signals.requested, step)
+                         "to resume", signals.requested or "a stop signal (on another rank)", step)
                 summary.stopped_by_signal = True
                 break
     finally:
