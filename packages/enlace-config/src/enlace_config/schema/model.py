@@ -40,7 +40,7 @@ class ModelConfig(StrictModel):
                 FieldProblem(
                     "n_heads",
                     f"head dim d_model / n_heads = {self.d_model} / {self.n_heads} = "
-                    f"{self.head_dim} is odd; rotary embeddings rotate pairs of dimensions, so it "
+                    f"{self.head_dim} is odd; rotary embeddings (RoPE) rotate pairs of dimensions, so it "
                     "must be even",
                     ("d_model",),
                 )
