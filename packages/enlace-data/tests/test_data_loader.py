@@ -309,4 +309,26 @@ def test_missing_bytes_data_is_explained(tmp_path: Path) -> None:
 def test_shard_maps_stay_bounded(sources: dict[str, DataConfig]) -> None:
     loader = build_loader(sources["shards"], micro_batch_size=4, seed=0, max_open=2)
     _take(loader, 20)
-    assert loader._source.open_maps <= 2  # type: ignore[attr-defined]
+    assert loader._source.open_handles <= 2  # type: ignore[attr-defined]
+
+
+def test_mmap_and_pread_readers_agree(sources: dict[str, DataConfig]) -> None:
+    a = build_loader(sources["shards"], micro_batch_size=3, seed=2, reader="pread", max_open=2)
+    b = build_loader(sources["shards"], micro_batch_size=3, seed=2, reader="mmap", max_open=2)
+    for (xa, ya), (xb, yb) in zip(_take(a, 30), _take(b, 30), strict=True):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    assert b._source.open_handles <= 2  # type: ignore[attr-defined]
+
+
+def test_shard_truncated_while_training_is_an_error(tmp_path: Path) -> None:
+    root = _make_shards(tmp_path / "s", [100, 100])
+    cfg = DataConfig(kind="shards", path=str(root), context_length=T, eval_batches=1)
+    loader = build_loader(cfg, micro_batch_size=4, seed=0)
+    next(loader)
+    loader.close()
+    with open(root / "train_000001.shard", "r+b") as f:
+        f.truncate(256 + 20)
+    with pytest.raises(DataError, match="short read") as err:
+        _take(loader, 10)
+    assert "train_000001.shard" in str(err.value)

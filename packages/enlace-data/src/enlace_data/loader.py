@@ -25,14 +25,20 @@ Validation
 
 Reading
     Byte text is memory-mapped (or, for the built-in sample, held in memory). Shards are opened
-    lazily: their headers are validated up front, and at most `max_open` memory maps are alive at a
-    time (least recently used closed first), so thousands of shards hold few file descriptors.
+    lazily: their headers are validated up front, and at most `max_open` of them are open at a time
+    (least recently used closed first), so thousands of shards hold few file descriptors. By default
+    a window is one positioned read (`os.preadv`) straight into the batch buffer: nothing of the
+    corpus is mapped into the process, so its RSS stays small however long it runs; reader="mmap"
+    slices memory maps instead (the same speed here; touched file pages then count in RSS while
+    their map is alive). Both are measured in benchmarks/bench_data.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +52,7 @@ from enlace_data.errors import DataError
 from enlace_data.shards import Shard, list_shards, open_shards
 
 Split = Literal["train", "val"]
+Reader = Literal["pread", "mmap"]
 STATE_FORMAT = 1
 _U64 = np.uint64
 _M1 = _U64(0xBF58476D1CE4E5B9)
@@ -111,11 +118,13 @@ class _Source:
     fingerprint: str
     summary: str
     lengths: IntArray
+    dtype: np.dtype[Any]  # of the tokens as stored
     bytes_per_token: float
     vocab_size: int
     tokenizer_id: str
 
     def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
+        """Fill `out` (contiguous, of `self.dtype`) with tokens [start, start + len(out)) of seg."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -124,6 +133,7 @@ class _Source:
 
 class _BytesSource(_Source):
     kind = "bytes"
+    dtype = np.dtype(np.uint8)
     vocab_size = 256
     tokenizer_id = BYTE_TOKENIZER_ID
     bytes_per_token = 1.0
@@ -154,12 +164,24 @@ class _BytesSource(_Source):
 
 
 class _ShardSource(_Source):
-    kind = "shards"
+    """Shards read lazily. reader="pread": one positioned read per window from a bounded LRU of
+    file descriptors (the process's RSS stays small: page-cache pages are not mapped into it).
+    reader="mmap": slices of a bounded LRU of memory maps (file pages touched stay in RSS while
+    their map lives)."""
 
-    def __init__(self, shards: list[Shard], *, root: Path, split: str, max_open: int) -> None:
+    kind = "shards"
+    dtype = np.dtype(np.uint16)
+
+    def __init__(
+        self, shards: list[Shard], *, root: Path, split: str, max_open: int, reader: Reader
+    ) -> None:
+        if reader not in ("pread", "mmap"):
+            raise ValueError(f"reader must be 'pread' or 'mmap', got {reader!r}")
         self._shards = shards
-        self._maps: OrderedDict[int, np.memmap[Any, Any]] = OrderedDict()
+        self._reader = reader
+        self._open: OrderedDict[int, Any] = OrderedDict()  # seg -> fd (pread) or memmap (mmap)
         self._max_open = max(1, max_open)
+        self._offsets = [s.header.header_size for s in shards]
         self.location = str(root)
         self.lengths = np.array([len(s) for s in shards], dtype=np.int64)
         tokens = int(self.lengths.sum())
@@ -174,29 +196,55 @@ class _ShardSource(_Source):
         self.fingerprint = h.hexdigest()[:32]
         self.summary = f"{split} shards under {root}: {len(shards)} files, {tokens} tokens, tokenizer {self.tokenizer_id}"
 
-    def _map(self, seg: int) -> np.memmap[Any, Any]:
-        mm = self._maps.get(seg)
-        if mm is not None:
-            self._maps.move_to_end(seg)
-            return mm
-        if len(self._maps) >= self._max_open:
-            self._maps.popitem(last=False)  # dropping the memmap unmaps it and closes its file
+    def _handle(self, seg: int) -> Any:
+        handle = self._open.get(seg)
+        if handle is not None:
+            self._open.move_to_end(seg)
+            return handle
+        if len(self._open) >= self._max_open:
+            self._release(self._open.popitem(last=False)[1])
+        path = self._shards[seg].path
         try:
-            mm = self._shards[seg].tokens()
+            handle = (
+                os.open(path, os.O_RDONLY)
+                if self._reader == "pread"
+                else self._shards[seg].tokens()
+            )
         except OSError as e:
-            raise DataError(f"cannot map shard: {e}", path=self._shards[seg].path) from e
-        self._maps[seg] = mm
-        return mm
+            raise DataError(f"cannot open shard: {e}", path=path) from e
+        self._open[seg] = handle
+        return handle
+
+    def _release(self, handle: Any) -> None:
+        if isinstance(handle, int):
+            os.close(handle)
+        # a memmap is unmapped (and its file closed) when its last reference goes
 
     def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
-        out[:] = self._map(seg)[start : start + out.shape[0]]
+        handle = self._handle(seg)
+        if self._reader == "mmap":
+            out[:] = handle[start : start + out.shape[0]]
+            return
+        offset = self._offsets[seg] + start * 2
+        got = os.preadv(handle, [out.data], offset)
+        if got != out.nbytes:
+            raise DataError(
+                f"short read ({got} of {out.nbytes} bytes at offset {offset}); was the shard "
+                "changed or truncated while training?",
+                path=self._shards[seg].path,
+            )
 
     @property
-    def open_maps(self) -> int:
-        return len(self._maps)
+    def open_handles(self) -> int:
+        return len(self._open)
 
     def close(self) -> None:
-        self._maps.clear()
+        while self._open:
+            self._release(self._open.popitem()[1])
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self.close()
 
 
 def _builtin_source(split: Split) -> _BytesSource:
@@ -240,7 +288,7 @@ def _bytes_source(cfg: DataConfig, split: Split) -> _BytesSource:
 
 
 def _shard_source(
-    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int
+    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int, reader: Reader
 ) -> _ShardSource:
     root = Path(cfg.path)
     if not root.is_dir():
@@ -256,11 +304,11 @@ def _shard_source(
     # Validate both splits' headers together: one tokenizer for the whole run, before training.
     shards = open_shards(paths["train"] + paths["val"], max_vocab_size=vocab_size)
     chosen = shards[: len(paths["train"])] if split == "train" else shards[len(paths["train"]) :]
-    return _ShardSource(chosen, root=root, split=split, max_open=max_open)
+    return _ShardSource(chosen, root=root, split=split, max_open=max_open, reader=reader)
 
 
 def _build_source(
-    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int
+    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int, reader: Reader
 ) -> _Source:
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
@@ -270,7 +318,7 @@ def _build_source(
                 f"byte data needs model.vocab_size >= 256, got {vocab_size}", path=Path(cfg.path)
             )
         return _bytes_source(cfg, split)
-    return _shard_source(cfg, split, vocab_size=vocab_size, max_open=max_open)
+    return _shard_source(cfg, split, vocab_size=vocab_size, max_open=max_open, reader=reader)
 
 
 # ----------------------------------------------------------------------------- windows
@@ -292,10 +340,11 @@ class _Windows:
 def _assemble(
     source: _Source, segs: IntArray, starts: IntArray, T: int
 ) -> tuple[IntArray, IntArray]:
-    buf = np.empty((len(segs), T + 1), dtype=np.int64)
+    buf = np.empty((len(segs), T + 1), dtype=source.dtype)
     for i, (seg, start) in enumerate(zip(segs.tolist(), starts.tolist(), strict=True)):
         source.read_into(buf[i], seg, start)
-    return np.ascontiguousarray(buf[:, :-1]), np.ascontiguousarray(buf[:, 1:])
+    # astype makes fresh C-contiguous int64 arrays, ready to index an embedding
+    return buf[:, :-1].astype(np.int64), buf[:, 1:].astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- loader
@@ -365,6 +414,8 @@ class Loader:
         if self.split == "val":
             return positions % n
         epochs, offsets = np.divmod(positions, n)
+        if epochs[0] == epochs[-1]:  # the usual case: the batch lies inside one epoch
+            return self._permutation(int(epochs[0]))(offsets)
         out = np.empty_like(positions)
         for e in np.unique(epochs).tolist():
             sel = epochs == e
@@ -457,14 +508,16 @@ def build_loader(
     rank: int = 0,
     world_size: int = 1,
     vocab_size: int | None = None,
-    max_open: int = 8,
+    max_open: int = 16,
+    reader: Reader = "pread",
 ) -> Loader:
     """The loader of one split, validated before the first batch.
 
     `vocab_size`: the model's vocabulary (model.vocab_size); shards made for a larger one are
-    refused. `max_open`: most shard memory maps alive at once.
+    refused. `max_open`: most shard files (descriptors or memory maps) open at once. `reader`:
+    "pread" (default: positioned reads, small RSS) or "mmap" (slices of memory maps).
     """
-    source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=max_open)
+    source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=max_open, reader=reader)
     return Loader(
         source,
         split=split,
@@ -491,7 +544,7 @@ def eval_batches(
     """
     if world_size <= 0 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-    source = _build_source(data_cfg, "val", vocab_size=vocab_size, max_open=8)
+    source = _build_source(data_cfg, "val", vocab_size=vocab_size, max_open=16, reader="pread")
     T = data_cfg.context_length
     starts_per_seg = np.maximum(source.lengths - T, 0)  # valid starts: 0..n-T-1
     ends = np.cumsum(starts_per_seg)
