@@ -20,6 +20,7 @@ SCHEMAS: dict[str, str] = {
     "train": "enlace_config.schema.train:TrainConfig",
     "data": "enlace_config.schema.data:DataConfig",
     "corpus": "enlace_config.schema.corpus:CorpusConfig",
+    "agent": "enlace_config.schema.agent:SearchConfig",
 }
 
 _registered: dict[str, type[BaseModel]] = {}

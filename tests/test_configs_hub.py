@@ -1,0 +1,132 @@
+"""Every file in configs/ validates with the schema of its folder (litgpt's config-hub test).
+
+Run files are composed from their layers and validated whole; layer files validate as complete
+sections; files of other kinds (corpus, agent) with the schema the registry names for their folder.
+A new folder in configs/ needs a schema in enlace_config.registry, or this test fails.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from enlace_config import (
+    ResolvedConfig,
+    check_file,
+    kind_of,
+    known_folders,
+    load_run_config,
+)
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+ALL_FILES = sorted(CONFIGS.rglob("*.yaml")) + sorted(CONFIGS.rglob("*.yml"))
+RUN_FILES = sorted((CONFIGS / "runs").glob("*.yaml"))
+
+
+def _id(path: Path) -> str:
+    return path.relative_to(CONFIGS).as_posix()
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=_id)
+def test_config_file_validates(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # From an empty working directory: validation checks the config, not the world (no data/).
+    monkeypatch.chdir(tmp_path)
+    loaded = check_file(path)
+    assert loaded.kind == kind_of(path)
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=_id)
+def test_config_file_explains_itself(path: Path) -> None:
+    assert any(line.lstrip().startswith("#") for line in path.read_text().splitlines()), (
+        f"{_id(path)} has no comment saying why its values are what they are"
+    )
+
+
+def test_every_folder_has_a_schema() -> None:
+    folders = sorted(p.name for p in CONFIGS.iterdir() if p.is_dir())
+    missing = [f for f in folders if f not in known_folders()]
+    assert missing == [], f"configs/{missing} has no schema: add it to enlace_config.registry"
+    assert {"runs", "hardware", "model", "train", "data"} <= set(folders)
+
+
+EXPECTED_RUNS = {
+    "smoke-cpu": ("cpu", "smoke", "smoke", "smoke-bytes"),
+    "smoke-2060": ("turing-2060", "smoke", "smoke", "smoke-bytes"),
+    "pretrain-2060": ("turing-2060", "tiny-50m", "pretrain", "corpus"),
+    "smoke-5090": ("blackwell-5090", "smoke", "smoke", "smoke-bytes"),
+    "pretrain-5090": ("blackwell-5090", "tiny-50m", "pretrain", "corpus"),
+}
+
+
+def _run(name: str) -> ResolvedConfig:
+    return load_run_config(CONFIGS / "runs" / f"{name}.yaml")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_RUNS))
+def test_run_composes_the_layers_the_issue_names(name: str) -> None:
+    resolved = _run(name)
+    assert resolved.config.run.name == name and resolved.config.run.out_dir == f"runs/{name}"
+    probe = {"hardware": "device", "model": "d_model", "train": "max_steps", "data": "kind"}
+    for (slot, key), layer in zip(probe.items(), EXPECTED_RUNS[name], strict=True):
+        origin = resolved.origins[f"{slot}.{key}"]
+        assert origin.file is not None and origin.file.name == f"{layer}.yaml", (slot, origin)
+    # Accumulation is derived and whole on one device.
+    assert resolved.config.grad_accumulation_steps() >= 1
+
+
+def test_all_expected_runs_exist() -> None:
+    assert {p.stem for p in RUN_FILES} >= set(EXPECTED_RUNS)
+
+
+def test_tiny_50m_is_exactly_the_benchmark_shape() -> None:
+    m = _run("pretrain-2060").config.model
+    assert (m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden) == (512, 8, 8, 2, 1536)
+    assert (m.vocab_size, m.context_length, m.tie_embeddings) == (32768, 1024, True)
+    assert _run("pretrain-5090").config.model == m
+
+
+def test_hardware_profiles() -> None:
+    cpu = _run("smoke-cpu").config
+    assert (cpu.hardware.device, cpu.hardware.dtype) == ("cpu", "float32")
+    h2060 = _run("pretrain-2060").config.hardware
+    assert (h2060.device, h2060.dtype, h2060.loss_scaling) == ("cuda", "float16", True)
+    assert h2060.attention == "mem_efficient" and h2060.peak_flops
+    h5090 = _run("pretrain-5090").config.hardware
+    assert (h5090.device, h5090.dtype, h5090.attention) == ("cuda", "bfloat16", "flash")
+    assert h5090.peak_flops and h5090.peak_flops > h2060.peak_flops
+
+
+def test_smoke_runs_read_bytes_with_the_builtin_fallback() -> None:
+    for name in ("smoke-cpu", "smoke-2060", "smoke-5090"):
+        cfg = _run(name).config
+        assert cfg.data.kind == "bytes" and cfg.data.fallback == "builtin"
+        assert cfg.model.vocab_size == 256
+    for name in ("pretrain-2060", "pretrain-5090"):
+        cfg = _run(name).config
+        assert cfg.data.kind == "shards" and cfg.train.decay_steps > 0  # WSD
+
+
+def test_check_runs_cli_never_imports_torch() -> None:
+    # In the workspace environment torch is installed, so this is the real promise.
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "enlace_config.cli",
+            "check",
+            *map(str, RUN_FILES),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "enlace_config.compose" in imported  # the import trace is real
+    assert not {m for m in imported if m.split(".")[0] == "torch"}
