@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST_HTTP = {"connect_timeout_s": 1.0, "read_timeout_s": 0.5, "total_timeout_s": 1.5}
@@ -69,7 +68,7 @@ def write_config(tmp_path: Path, **data: Any) -> Path:
     path = tmp_path / "search.yaml"
     data.setdefault("http", FAST_HTTP)
     data.setdefault("state_file", str(tmp_path / "state.json"))
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
@@ -263,7 +262,7 @@ def test_xdg_config_file_is_read(http_server: Any, cli: Any, clean_env: dict[str
     xdg = Path(clean_env["XDG_CONFIG_HOME"]) / "enlace"
     xdg.mkdir(parents=True)
     (xdg / "search.yaml").write_text(
-        yaml.safe_dump(
+        json.dumps(
             {
                 "providers": ["duckduckgo"],
                 "region": "mx-es",
@@ -315,7 +314,9 @@ def test_bad_yaml_config_exits_2(cli: Any, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("providers: [duckduckgo\n")
     proc = cli("hola", "--config", str(bad))
-    assert proc.returncode == 2 and "not valid YAML" in proc.stderr
+    assert (
+        proc.returncode == 2 and "YAML syntax error" in proc.stderr and "bad.yaml:2" in proc.stderr
+    )
     bad.write_text("providers: [duckduckgo]\nunknown_knob: 1\n")
     proc = cli("hola", "--config", str(bad))
     assert proc.returncode == 2 and "unknown_knob" in proc.stderr

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from enlace_config.schema.base import StrictModel
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 ProviderName = Literal["duckduckgo", "brave"]
 SafeSearch = Literal["strict", "moderate", "off"]
@@ -50,15 +50,18 @@ class HttpConfig(StrictModel):
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "HttpConfig":
-        problems: list[str] = []
-        for name in ("connect_timeout_s", "read_timeout_s"):
-            value: float = getattr(self, name)
-            if value > self.total_timeout_s:
-                problems.append(
-                    f"{name} ({value}) must not exceed total_timeout_s ({self.total_timeout_s})"
-                )
-        if problems:
-            raise ValueError("; ".join(problems))
+        raise_problems(
+            FieldProblem(
+                name,
+                f"{name} ({value}) must not exceed total_timeout_s ({self.total_timeout_s})",
+                related=("total_timeout_s",),
+            )
+            for name, value in (
+                ("connect_timeout_s", self.connect_timeout_s),
+                ("read_timeout_s", self.read_timeout_s),
+            )
+            if value > self.total_timeout_s
+        )
         return self
 
 
@@ -148,7 +151,9 @@ class SearchConfig(StrictModel):
     def _providers_once(self) -> "SearchConfig":
         repeated = sorted({p for p in self.providers if self.providers.count(p) > 1})
         if repeated:
-            raise ValueError(f"providers lists {', '.join(repeated)} more than once")
+            raise_problems(
+                [FieldProblem("providers", f"lists {', '.join(repeated)} more than once")]
+            )
         return self
 
 

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from enlace_config.schema.agent import SearchConfig
 from pydantic import ValidationError
 
@@ -84,32 +83,22 @@ def load_config(
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> SearchConfig:
-    """Defaults, then the user's file (explicit `path` or the XDG one), then `overrides`."""
-    data: dict[str, Any] = {}
-    source = "package defaults"
+    """Defaults, then the user's file (explicit `path` or the XDG one), then `overrides`.
+
+    The file is read by enlace-config's loader (YAML 1.2, every problem reported with its line)."""
+    config = SearchConfig()
     file = path if path is not None else config_dir(environ) / "search.yaml"
     if path is not None or file.is_file():
-        source = str(file)
+        if not file.is_file():
+            raise SearchConfigError(f"search config {file} does not exist")
+        from enlace_config import ConfigError
+        from enlace_config import load_config as load_config_file
+
         try:
-            loaded: Any = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SearchConfigError(f"search config {file} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SearchConfigError(f"cannot read search config {file}: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise SearchConfigError(f"search config {file} is not valid YAML: {exc}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise SearchConfigError(f"search config {file} must be a mapping of settings")
-        data = {str(k): v for k, v in loaded.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    try:
-        config = SearchConfig.model_validate(data)
-    except ValidationError as exc:
-        raise SearchConfigError(
-            f"search config is invalid:\n{_format_validation(exc, source)}"
-        ) from None
-    if overrides:
+            config = load_config_file(file, schema=SearchConfig).config
+        except ConfigError as exc:
+            raise SearchConfigError(str(exc)) from None
+    if overrides and any(v is not None for v in overrides.values()):
         merged = config.model_dump()
         merged.update({k: v for k, v in overrides.items() if v is not None})
         try:
