@@ -298,3 +298,30 @@ def test_cli(
     assert "tokenizer.vocab_size" in err and "dedup.thresold" in err and str(bad) in err
     assert "did you mean 'threshold'" in err
     assert "Traceback" not in err
+
+
+def test_shared_books_lose_their_gutenberg_boilerplate(tmp_path: Path) -> None:
+    shared = os.environ.get("ENLACE_SHARED_DATA")
+    books = Path(shared) / "es-pd" if shared else None
+    if books is None or not books.is_dir():
+        pytest.skip("ENLACE_SHARED_DATA/es-pd not available (the test command sets it)")
+    names = ["quiroga-cuentos-de-amor-de-locura-y-de-muerte.txt", "valera-pepita-jimenez.txt"]
+    for n in names:
+        (tmp_path / "src").mkdir(exist_ok=True)
+        (tmp_path / "src" / n).symlink_to(books / n)
+    cfg = {
+        "name": "libros",
+        "out_dir": str(tmp_path / "out"),
+        "sources": [{"name": "es-pd", "path": str(tmp_path / "src")}],
+    }
+    build = CorpusBuild(CorpusConfig.model_validate(cfg), progress=False, log=lambda *a: None)
+    stats = build.prepare(build._prepare_fp())["sources"]["es-pd"]
+    assert stats["read"]["gutenberg_files"] == 2
+    docs = [d["t"] for s in ("train", "val") for d in _docs(tmp_path / "out", s)]
+    text = "\n".join(docs)
+    assert "gutenberg" not in text.lower() and "Produced by" not in text
+    assert sum(v["docs"] for v in stats["dropped"].values()) <= 2  # front matter at most
+    assert 3000 < sum(len(d) for d in docs) / len(docs) < 6000  # documents of a few KB
+    # Wrapped prose was joined: the source wraps at ~72 columns, most text is in longer lines now.
+    lines = [line for d in docs for line in d.split("\n") if line]
+    assert sum(len(line) for line in lines if len(line) > 80) > 0.8 * len(text)

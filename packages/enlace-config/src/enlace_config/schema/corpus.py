@@ -59,9 +59,9 @@ class CleaningConfig(StrictModel):
     )
     unwrap_min_chars: PositiveInt = Field(
         default=50,
-        description=".txt sources: a paragraph whose lines, except the last, are all at least this "
-        "long is hard-wrapped prose and its lines are joined with a space; shorter lines (verse, "
-        "lists) keep their line breaks.",
+        description=".txt sources: a paragraph in which at least 3/4 of the lines (the last aside) are "
+        "this long is hard-wrapped prose and its lines are joined with a space; paragraphs of "
+        "shorter lines (verse, lists) keep their line breaks.",
     )
     min_chars: NonNegativeInt = Field(
         default=200, description="Drop documents shorter than this many characters after cleaning."

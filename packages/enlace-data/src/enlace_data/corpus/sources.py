@@ -2,10 +2,10 @@
 
 - A ``.jsonl`` / ``.jsonl.gz`` line is one document: the string under the source's `text_field`.
 - A ``.txt`` file is cut into documents of consecutive paragraphs (paragraphs end at blank lines)
-  of at least `cleaning.doc_chars` characters. A paragraph whose lines, except the last, are all at
-  least `cleaning.unwrap_min_chars` long is hard-wrapped prose (Project Gutenberg wraps at about 70
-  columns): its lines are joined with single spaces. Paragraphs of short lines (verse, lists, tables)
-  keep their line breaks.
+  of at least `cleaning.doc_chars` characters. A paragraph with at least three quarters of its
+  lines (the last one aside) at least `cleaning.unwrap_min_chars` long is hard-wrapped prose
+  (Project Gutenberg wraps at about 70 columns) and its lines are joined with single spaces;
+  paragraphs of short lines (verse, lists, tables) keep their line breaks.
 - Project Gutenberg files (`cleaning.strip_gutenberg`): everything up to the "*** START OF ..."
   line (looked for in the first 1,000 lines) and from "End of (the) Project Gutenberg ..." or
   "*** END OF ..." on is dropped, and so is every paragraph naming Project Gutenberg or its
@@ -206,7 +206,8 @@ def _paragraphs(lines: Iterator[tuple[int, str]], unwrap_min: int) -> Iterator[t
 
 
 def _unwrap(block: list[str], unwrap_min: int) -> str:
-    if len(block) > 1 and all(len(line.rstrip()) >= unwrap_min for line in block[:-1]):
+    long = sum(1 for line in block[:-1] if len(line.rstrip()) >= unwrap_min)
+    if len(block) > 1 and long >= 0.75 * (len(block) - 1):
         return " ".join(line.strip() for line in block)
     return "\n".join(line.rstrip() for line in block)
 
