@@ -156,7 +156,10 @@ class SearchChain:
             try:
                 results = provider.search(request)
             except ProviderError as exc:
-                log.warning("%s failed: %s", provider.name, exc.detail)
+                # The detail may quote what a server said (and so the query): debug level only.
+                status = f" (HTTP {exc.status})" if exc.status else ""
+                log.warning("%s failed: %s%s", provider.name, exc.kind, status)
+                log.debug("%s failure detail: %s", provider.name, exc.detail)
                 self._maybe_cool_down(provider.name, exc)
                 skipped.append(SkippedProvider(provider.name, exc))
                 continue
