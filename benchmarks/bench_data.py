@@ -13,7 +13,11 @@ Run by hand (not part of the tests):
 2. Memory: one process iterates every window of all shards once, reading
    /proc/self/smaps_rollup every 1000 batches; reports peak Anonymous (private memory) and peak
    Rss (which also counts the file pages of the live memory maps).
-3. Optional `--step-ms X`: the batch time as a fraction of a training step of X ms.
+3. The smoke run's share (`--smoke-run configs/runs/smoke-cpu.yaml`, needs torch and
+   enlace-model): batch assembly at the smoke shapes (its data section, built-in sample if
+   data/smoke is absent) against a full training step of the smoke model on CPU (to tensor,
+   forward, backward, AdamW step), medians of repeats, and the ratio.
+   `--step-ms X` instead gives the batch time as a fraction of a step of X ms.
 
 The shards are written under --dir (default: a temporary directory, removed at the end).
 """
@@ -134,6 +138,50 @@ def memory_child(root: str, T: int, B: int, reader: str) -> None:
     )
 
 
+def bench_smoke_step(run_file: str, repeats: int) -> None:
+    """Batch assembly vs one smoke-model training step, side by side."""
+    try:
+        import torch
+        from enlace_config import load_run_config
+        from enlace_model import build_model
+    except ImportError as e:  # pragma: no cover - a slim environment
+        print(f"smoke step: skipped ({e})")
+        return
+    cfg = load_run_config(run_file).config
+    B = cfg.hardware.micro_batch_size
+    loader = build_loader(cfg.data, micro_batch_size=B, seed=0)
+    model = build_model(cfg.model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def batch_time() -> float:
+        t0 = time.perf_counter()
+        for _ in range(100):
+            next(loader)
+        return (time.perf_counter() - t0) / 100
+
+    def step_time() -> float:
+        t0 = time.perf_counter()
+        for _ in range(5):
+            x, y = next(loader)
+            out = model(torch.from_numpy(x), torch.from_numpy(y))
+            out.loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return (time.perf_counter() - t0) / 5
+
+    step_time()  # warm-up
+    batches, steps = [], []
+    for _ in range(repeats):
+        batches.append(batch_time())
+        steps.append(step_time())
+    b, s = statistics.median(batches), statistics.median(steps)
+    print(
+        f"smoke run ({run_file}: {loader.description}, T={cfg.data.context_length}, B={B}, "
+        f"{torch.get_num_threads()} threads): batch {b * 1e3:.3f} ms, micro-step {s * 1e3:.1f} ms "
+        f"(batch included) -> batch assembly is {b / s:.2%} of a micro-step"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -147,6 +195,12 @@ def main() -> None:
     ap.add_argument(
         "--step-ms", type=float, default=None, help="a training step's time, for the fraction"
     )
+    ap.add_argument(
+        "--smoke-run",
+        default=None,
+        help="also time the smoke run's step (e.g. configs/runs/smoke-cpu.yaml)",
+    )
+    ap.add_argument("--skip-shards", action="store_true", help="only the smoke-run comparison")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--reader", default="pread", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -154,6 +208,10 @@ def main() -> None:
         memory_child(args.memory_child, args.context, args.batch, args.reader)
         return
 
+    if args.smoke_run:
+        bench_smoke_step(args.smoke_run, args.repeats)
+    if args.skip_shards:
+        return
     root = args.dir or Path(tempfile.mkdtemp(prefix="bench-data-"))
     try:
         total = int(args.gb * 1e9 / 2)

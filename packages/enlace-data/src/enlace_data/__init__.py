@@ -3,7 +3,8 @@
 from importlib.metadata import version as _version
 
 from enlace_data.errors import DataError
+from enlace_data.loader import Loader, build_loader, eval_batches
 
 __version__ = _version("enlace-data")
 
-__all__ = ["DataError", "__version__"]
+__all__ = ["DataError", "Loader", "__version__", "build_loader", "eval_batches"]
