@@ -182,3 +182,11 @@ def test_check_in_a_subprocess_never_imports_torch(write_tree: WriteTree) -> Non
     heavy = [m for m in imported if m.split(".")[0] in {"torch", "numpy", "enlace_model"}]
     assert heavy == []
     assert proc.stdout.count("ok   ") == len(files)
+
+
+def test_version_comes_from_installed_metadata() -> None:
+    from importlib.metadata import version
+
+    import enlace_config
+
+    assert enlace_config.__version__ == version("enlace-config")

@@ -516,3 +516,19 @@ def test_layer_file_validates_as_complete_section(write_tree: WriteTree) -> None
     with pytest.raises(ConfigError) as info:
         load_config(root / "model/partial.yaml")
     assert "n_heads: missing" in str(info.value)
+
+
+def test_mapping_override_merges_and_empty_section_changes_nothing(write_tree: WriteTree) -> None:
+    root = write_tree({"runs/base.yaml": BASE_INCLUDES + "train:\n  # max_steps: 5\n"})
+    resolved = load(root, overrides=["hardware={compile: true, micro_batch_size: 2}"])
+    cfg = resolved.config
+    assert cfg.train.max_steps == 10  # the empty `train:` kept the layer
+    assert cfg.hardware.compile is True and cfg.hardware.micro_batch_size == 2
+    assert cfg.hardware.dtype == "float32"  # merged, not replaced
+    assert "hardware={compile" in str(resolved.origins["hardware.compile"])
+    assert str(resolved.origins["hardware.dtype"]) == "configs/hardware/cpu.yaml:2"
+
+
+def test_lists_replace_and_keep_item_origins(write_tree: WriteTree) -> None:
+    resolved = load(write_tree(), overrides=["train.init_from=a", "train.init_from=b"])
+    assert resolved.config.train.init_from == "b"  # overrides apply in order

@@ -9,8 +9,6 @@ Errors raise ConfigError (a ValueError) listing every problem with its key, valu
 source. See README.md for the layering rules.
 """
 
-from importlib.metadata import version as _version
-
 from enlace_config.compose import (
     LoadedConfig,
     ResolvedConfig,
@@ -24,7 +22,18 @@ from enlace_config.errors import ConfigError, Origin, Problem
 from enlace_config.registry import known_folders, register_schema, schema_for
 from enlace_config.schema import RunConfig
 
-__version__ = _version("enlace-config")
+__version__: str  # from the installed metadata, read on first access (see __getattr__)
+
+
+def __getattr__(name: str) -> str:
+    # Read lazily: importlib.metadata's scan of installed distributions costs more than the rest of
+    # a `check` run, and the CLI never needs the version.
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("enlace-config")
+    raise AttributeError(f"module 'enlace_config' has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",

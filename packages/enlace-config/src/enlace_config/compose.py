@@ -119,6 +119,8 @@ def _merge_dict(
     for key, value in source.items():
         dpath, spath = (*dst_at, key), (*src_at, key)
         current, incoming = as_mapping(target.get(key)), as_mapping(value)
+        if current is not None and value is None:
+            continue  # `train:` with every line below commented out changes nothing
         if current is not None and incoming is not None:
             _merge_dict(current, incoming, dst, src, dpath, spath)
             dst.origins.setdefault(dpath, src.origins.get(spath, Origin.default("merged")))
@@ -129,7 +131,11 @@ def _merge_dict(
 
 
 def _merge_doc(dst: YamlDoc, src: YamlDoc) -> None:
-    """Deep-merge the mapping `src.data` over `dst.data`: mappings merge, anything else replaces."""
+    """Deep-merge the mapping `src.data` over `dst.data`.
+
+    Mappings merge key by key; anything else (lists included) replaces; an empty value (null) over a
+    mapping leaves the mapping as it was.
+    """
     _merge_dict(dst.data, src.data, dst, src, (), ())
 
 
@@ -447,19 +453,18 @@ def _apply_overrides(
                 for p in value_problems
             )
             continue
-        value = parsed.data if parsed is not None else None
-        node: dict[str, Any] = doc.data
-        for i, part in enumerate(path[:-1]):
-            child = as_mapping(node.get(part))
-            if child is None:
-                child = {}
-                node[part] = child
-                doc.origins[path[: i + 1]] = origin
-            node = child
-        node[path[-1]] = value
-        _replace_subtree(doc.origins, parsed.origins if parsed else {(): origin}, path, ())
-        doc.origins[path] = origin
-        _replace_subtree(doc.raw, parsed.raw if parsed else {}, path, ())
+        # The override as a one-key document, merged like a run file's keys: `hardware={compile:
+        # true}` merges into the hardware section, a scalar replaces.
+        nested: Any = parsed.data if parsed is not None else None
+        for part in reversed(path):
+            nested = {part: nested}
+        single = YamlDoc(data=nested)
+        for i in range(1, len(path) + 1):
+            single.origins[path[:i]] = origin
+        if parsed is not None:
+            single.origins.update({(*path, *k): o for k, o in parsed.origins.items()})
+            single.raw.update({(*path, *k): r for k, r in parsed.raw.items()})
+        _merge_doc(doc, single)
 
 
 # --------------------------------------------------------------------------------------------
