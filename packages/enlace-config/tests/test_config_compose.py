@@ -529,6 +529,29 @@ def test_mapping_override_merges_and_empty_section_changes_nothing(write_tree: W
     assert str(resolved.origins["hardware.dtype"]) == "configs/hardware/cpu.yaml:2"
 
 
-def test_lists_replace_and_keep_item_origins(write_tree: WriteTree) -> None:
+def test_overrides_apply_in_order(write_tree: WriteTree) -> None:
     resolved = load(write_tree(), overrides=["train.init_from=a", "train.init_from=b"])
     assert resolved.config.train.init_from == "b"  # overrides apply in order
+
+
+def test_configs_root_falls_back_to_the_run_files_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No folder named configs above the file and none in the working directory.
+    work = tmp_path / "work"
+    (work / "model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    (work / "model" / "m.yaml").write_text(
+        "vocab_size: 256\ncontext_length: 64\nd_model: 32\nn_layers: 2\nn_heads: 4\n"
+        "n_kv_heads: 2\nffn_hidden: 64\n"
+    )
+    (work / "exp.yaml").write_text(
+        "include:\n  model: model/m.yaml\n"
+        "hardware: {device: cpu, micro_batch_size: 2}\n"
+        "train: {max_steps: 4, global_batch_size: 2, lr: 1e-3}\n"
+        "data: {kind: bytes, path: d, context_length: 64}\n"
+    )
+    resolved = load_run_config(work / "exp.yaml")
+    assert resolved.config.model.d_model == 32
+    assert str(resolved.origins["model.d_model"]) == "work/model/m.yaml:3"
+    assert resolved.config.run.name == "exp"
