@@ -29,13 +29,19 @@ def sample_text(
     ids = tokenizer.encode(prompt)
     if not ids:
         raise ValueError("the prompt is empty: give --prompt some text to continue")
-    context = model.cfg.context_length if hasattr(model, "cfg") else None
-    if context is not None:
-        ids = ids[-context:]
-        max_new_tokens = min(max_new_tokens, max(0, context - len(ids)))
-    new = generate(model, [ids], max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                   seed=seed)
-    continuation = new[0]
-    if len(continuation) >= len(ids) and list(continuation[: len(ids)]) == ids:
-        continuation = continuation[len(ids) :]  # generate returned prompt + continuation
-    return prompt + tokenizer.decode([int(t) for t in continuation])
+    context = model.cfg.context_length
+    # Longer than one context: slide a window. Each chunk starts from the last half context of
+    # what exists so far (the KV cache holds one context), with its own derived seed.
+    window = ids[-(context // 2) :] if len(ids) > context // 2 else ids
+    new: list[int] = []
+    chunk = 0
+    while len(new) < max_new_tokens:
+        n = min(max_new_tokens - len(new), context - len(window))
+        out = generate(model, [window], n, temperature=temperature, top_k=top_k, top_p=top_p,
+                       seed=None if seed is None else seed + chunk)[0]
+        if not out:
+            break
+        new += out
+        window = (window + out)[-(context // 2) :]
+        chunk += 1
+    return prompt + tokenizer.decode(new)

@@ -29,7 +29,7 @@ import torch
 from enlace_config.schema import RunConfig
 from enlace_data.loader import Loader, build_loader, eval_batches
 from enlace_model import build_model, count_parameters, flops_per_token
-from enlace_model.checkpoint import load_model, resolve_checkpoint
+from enlace_model.checkpoint import check_state_dict, load_state_dict, resolve_checkpoint
 
 from enlace_train import distributed
 from enlace_train.backends import Backend, setup_backend
@@ -220,13 +220,11 @@ def write_tokenizer(cfg: RunConfig) -> Any:
     return write
 
 
-def _load_weights(model: torch.nn.Module, checkpoint: Path, cfg: RunConfig) -> None:
-    source = load_model(checkpoint, device="cpu", dtype=torch.float32)
-    mismatch = [k for k in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden")
-                if getattr(source.cfg, k, None) not in (None, getattr(cfg.model, k))] if hasattr(source, "cfg") else []
-    if mismatch:
-        raise SetupError(f"{checkpoint} has another model shape ({', '.join(mismatch)} differ)")
-    distributed.load_full_weights(model, source.state_dict())  # plain, DDP or FSDP2-sharded model
+def _load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
+    """The checkpoint's weights into `model` (safetensors; a shape mismatch names the tensor)."""
+    state = load_state_dict(checkpoint)
+    check_state_dict(state, model, str(checkpoint))
+    distributed.load_full_weights(model, state)  # plain, DDP or FSDP2-sharded model
 
 
 # ----------------------------------------------------------------------------- the run
@@ -308,7 +306,7 @@ def _train(
         if distributed.is_sharded(model) or distributed.has_sharded_state(checkpoint):
             distributed.load_sharded(checkpoint, model, optimizer)  # FSDP: re-sharded on load
         else:
-            _load_weights(model, checkpoint, cfg)
+            _load_weights(model, checkpoint)
             optimizer.load_state_dict(state["optimizer"])
         if state["grad_scaler"]:
             scaler.load_state_dict(state["grad_scaler"])
@@ -327,7 +325,7 @@ def _train(
             truncate_metrics(metrics_path, 0)
         if tc.init_from:
             source = resolve_checkpoint(tc.init_from)
-            _load_weights(model, source, cfg)
+            _load_weights(model, source)
             if tc.init_optimizer:
                 distributed.refuse_sharded(model, "train.init_optimizer")
                 optimizer.load_state_dict(load_trainer_state(source)["optimizer"])

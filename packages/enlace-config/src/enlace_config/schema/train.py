@@ -60,6 +60,11 @@ class TrainConfig(StrictModel):
     parallelism: Literal["ddp", "fsdp"] = Field(
         "ddp", description="Under torchrun: data parallel (ddp) or sharded (fsdp, FSDP2)."
     )
+    allow_thread_change: bool = Field(
+        False,
+        description="On resume, accept a CPU thread count different from the checkpoint's. "
+        "Thread count changes floating-point sums: the resumed run is no longer bit-exact.",
+    )
 
     @model_validator(mode="after")
     def _schedule_fits(self) -> "TrainConfig":
