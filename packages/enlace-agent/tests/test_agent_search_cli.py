@@ -288,10 +288,17 @@ def test_xdg_config_file_is_read(http_server: Any, cli: Any, clean_env: dict[str
     [
         (["x" * 500, "--providers", "duckduckgo"], "500 caracteres y el máximo es 499"),
         (["x" * 401, "--providers", "brave"], "401 caracteres y el máximo es 400"),
-        (["hola", "--providers", "duckduckgo", "--max-results", "0"], "max_results"),
+        (
+            ["hola", "--providers", "duckduckgo", "--max-results", "0"],
+            "--max-results debe estar entre 1 y 20",
+        ),
         (["hola", "--providers", "duckduckgo", "--max-results", "veinte"], "invalid int value"),
-        (["hola", "--providers", "google"], "providers"),
-        (["hola", "--providers", "duckduckgo", "--region", "España"], "region"),
+        (["hola", "--providers", "google"], "--providers espera"),
+        (["hola", "--providers", "duckduckgo,duckduckgo"], "sin repetir"),
+        (
+            ["hola", "--providers", "duckduckgo", "--region", "España"],
+            "--region debe tener la forma",
+        ),
         (["hola", "--providers", "duckduckgo", "--config", "/no/such/file.yaml"], "does not exist"),
         (["   ", "--providers", "duckduckgo"], "vacía"),
         ([], "required"),

@@ -125,6 +125,18 @@ def test_truncated_fixture_page_is_layout_changed(cut: float) -> None:
         parse_lite_page(html[: int(len(html) * cut)])
 
 
+def test_result_rows_without_usable_links_are_layout_changed() -> None:
+    html = fixture("ddg_lite_results_es.html")
+    broken = html.replace('href="//duckduckgo.com/l/?uddg=', 'href="//duckduckgo.com/l/?target=')
+    broken = broken.replace(
+        'href="https://duckduckgo.com/l/?uddg=', 'href="//duckduckgo.com/l/?target='
+    )
+    broken = broken.replace('href="https://www.recetas', 'href="/relative/www.recetas')
+    broken = broken.replace('href="http://cocina', 'href="mailto:cocina')
+    with pytest.raises(LayoutChanged, match="none of them usable"):
+        parse_lite_page(broken)
+
+
 def test_empty_body_is_layout_changed() -> None:
     with pytest.raises(LayoutChanged):
         parse_lite_page("")
@@ -143,6 +155,7 @@ def test_empty_body_is_layout_changed() -> None:
         ("https://duckduckgo.com/y.js?ad_domain=x", None),  # an ad click
         ("https://www.bing.com/aclick?ld=1", None),
         ("", None),
+        ("/lite/?q=next", None),  # relative: DuckDuckGo's own page
     ],
 )
 def test_unwrap_link(href: str, expected: str | None) -> None:

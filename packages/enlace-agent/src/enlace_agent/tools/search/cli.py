@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -162,6 +163,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+PROVIDER_NAMES = ("duckduckgo", "brave")
+
+
+def _check_options(args: argparse.Namespace) -> str | None:
+    """The flags' own mistakes, explained in Spanish (the config file is checked by its schema)."""
+    if args.max_results is not None and not 1 <= args.max_results <= 20:
+        return f"--max-results debe estar entre 1 y 20 (recibido: {args.max_results})."
+    if args.region is not None and not re.fullmatch(r"[a-z]{2}-[a-z]{2,3}", args.region):
+        return (
+            f"--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
+            f"us-en (recibido: {args.region!r})."
+        )
+    if args.providers is not None:
+        names = [p.strip().lower() for p in args.providers.split(",") if p.strip()]
+        unknown = [p for p in names if p not in PROVIDER_NAMES]
+        if not names or unknown or len(set(names)) != len(names):
+            return (
+                "--providers espera una lista separada por comas de duckduckgo y/o brave, sin "
+                f"repetir (recibido: {args.providers!r})."
+            )
+    return None
+
+
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     started = time.monotonic()
     from enlace_agent.tools.search.chain import SearchChain
@@ -179,6 +203,9 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     query = " ".join(" ".join(args.query).split())
     if not query:
         return _fail("la consulta está vacía.", EXIT_USAGE, err)
+    problem = _check_options(args)
+    if problem:
+        return _fail(problem, EXIT_USAGE, err)
     try:
         env = load_env(args.env_file)
         key = env.get(KEY_ENV, "").strip()

@@ -74,8 +74,8 @@ def unwrap_link(href: str) -> str | None:
     """The real target of a result link: `//duckduckgo.com/l/?uddg=...` decoded once; ad clicks
     (`duckduckgo.com/y.js`, `bing.com/aclick`) and unusable links give None."""
     href = href.strip()
-    if not href:
-        return None
+    if not href or not (href.startswith("//") or urlsplit(href).scheme):
+        return None  # empty, or relative: a link into DuckDuckGo's own pages, not a result
     url = urljoin("https://duckduckgo.com/", href)
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
@@ -137,7 +137,11 @@ def parse_lite_page(html: str, *, max_results: int | None = None) -> list[Search
         url = unwrap_link(group["href"])
         if url is not None:
             triples.append((group["title"], url, group["snippet"]))
-    return finalize(triples, provider=NAME, max_results=max_results)
+    results = finalize(triples, provider=NAME, max_results=max_results)
+    if not results:
+        # Result rows whose links all fail to resolve: the link format changed, not "no results".
+        raise LayoutChanged(NAME, f"{len(groups)} result links, none of them usable")
+    return results
 
 
 class DuckDuckGoLite:
@@ -161,17 +165,20 @@ class DuckDuckGoLite:
             data["df"] = TIME_FILTER_DF[request.time_filter]
         return data
 
+    def headers(self, request: SearchRequest) -> dict[str, str]:
+        headers = {"User-Agent": self.user_agent, "Accept": "text/html"}
+        lang = request.region.partition("-")[2]
+        if len(lang) == 2 and lang != "wt":
+            headers["Accept-Language"] = f"{lang},en;q=0.5"
+        return headers
+
     def search(self, request: SearchRequest) -> list[SearchResult]:
         response = fetch(
             "POST",
             self.endpoint,
             provider=NAME,
             http=self.http,
-            headers={
-                "User-Agent": self.user_agent,
-                "Accept": "text/html",
-                "Accept-Language": request.region.split("-")[-1] + ";q=0.9,en;q=0.5",
-            },
+            headers=self.headers(request),
             data=self.form(request),
         )
         status = response.status

@@ -31,7 +31,9 @@ class Cooldown:
 
 def default_state_path(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = (
+        env.get("XDG_CACHE_HOME") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    )
     return Path(base) / "enlace" / "search-state.json"
 
 
