@@ -148,10 +148,11 @@ class Tokenizer:
                 out.extend(self._sp.encode(part))
         return out
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        plain = [t for t in texts if META not in t]
-        if len(plain) == len(texts):
-            return self._sp.encode(list(texts))
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
+        """`encode` of each text. One thread by default (SentencePiece's own default is every
+        core): parallelism belongs to the caller (the corpus encoder's worker processes)."""
+        if not any(META in t for t in texts):
+            return self._sp.encode(list(texts), num_threads=num_threads)
         return [self.encode(t) for t in texts]
 
     def decode(self, ids: Iterable[int]) -> str:

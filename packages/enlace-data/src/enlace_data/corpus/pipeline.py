@@ -408,8 +408,9 @@ class CorpusBuild:
                 self.log(f"corpus {self.cfg.name}: already built in {self.out} (manifest.json)")
                 return old
             raise DataError(
-                f"{self.out} holds a finished build of a different config; delete the folder or "
-                f"choose another out_dir in {self.config_file}",
+                f"{self.out} holds a finished build of a different config or of source files "
+                f"that have changed since; delete the folder to rebuild, or choose another "
+                f"out_dir in {self.config_file}",
                 path=self.out,
             )
         prepared = self.prepare(prep_fp)
