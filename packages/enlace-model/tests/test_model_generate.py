@@ -1,0 +1,144 @@
+"""Generation: cached decoding gives exactly the tokens full recomputation gives (float64, so that
+near-ties cannot flip a token), for greedy and seeded sampling, single prompts and ragged batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from enlace_model import build_model, generate, generate_stream
+from enlace_model.generation import sample_next
+
+
+def recompute(model, prompts, max_new, *, seed=None, stop_tokens=(), **sampling):
+    """The slow reference: every step runs the whole sequence of every prompt, alone, through the
+    plain forward (no cache, no padding), and draws with the same procedure and generator."""
+    gen = None
+    if seed is not None:
+        gen = torch.Generator().manual_seed(seed)
+    seqs = [list(p) for p in prompts]
+    outs: list[list[int]] = [[] for _ in prompts]
+    alive = [True] * len(prompts)
+    with torch.no_grad():
+        for _ in range(max_new):
+            logits = torch.stack([model(torch.tensor([s])).logits[0, -1] for s in seqs])  # (B, V)
+            nxt = sample_next(logits, generator=gen, **sampling).tolist()
+            for i, t in enumerate(nxt):
+                if alive[i] and t in stop_tokens:
+                    alive[i] = False
+                if alive[i]:
+                    outs[i].append(t)
+                seqs[i].append(t)
+            if not any(alive):
+                break
+    return outs
+
+
+@pytest.fixture
+def model64(tiny_config, perturb_norms):
+    cfg = tiny_config(vocab_size=48, context_length=48, tie_embeddings=False, init_std=0.3)
+    model = build_model(cfg).double().eval()
+    perturb_norms(model)
+    return model
+
+
+def test_greedy_cached_equals_recompute_single_prompt(model64):
+    prompt = [[3, 14, 15, 9, 2, 6]]
+    got = generate(model64, prompt, 20)
+    assert got == recompute(model64, prompt, 20)
+    assert len(set(got[0])) > 3  # a non-trivial sequence
+
+
+def test_greedy_ragged_batch_equals_each_prompt_alone(model64):
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [9], [10, 11, 12]]
+    got = generate(model64, prompts, 15)
+    assert got == recompute(model64, prompts, 15)
+    for p, g in zip(prompts, got, strict=True):
+        assert generate(model64, [p], 15)[0] == g
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        {"temperature": 1.0},
+        {"temperature": 0.7, "top_k": 5},
+        {"temperature": 1.3, "top_k": 10, "top_p": 0.8},
+    ],
+)
+def test_seeded_sampling_cached_equals_recompute(model64, sampling):
+    prompts = [[5, 6, 7, 8], [20, 21]]
+    got = generate(model64, prompts, 10, seed=123, **sampling)
+    assert got == recompute(model64, prompts, 10, seed=123, **sampling)
+    assert got == generate(model64, prompts, 10, seed=123, **sampling)  # reproducible
+    assert got != generate(model64, prompts, 10, seed=124, **sampling)
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy(model64):
+    prompt = [[1, 2, 3]]
+    greedy = generate(model64, prompt, 12)
+    assert generate(model64, prompt, 12, temperature=1.0, top_k=1, seed=0) == greedy
+    assert generate(model64, prompt, 12, temperature=1.0, top_p=1e-9, seed=0) == greedy
+
+
+def test_top_k_and_top_p_restrict_the_draws():
+    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0, -1.0]]).repeat(200, 1)
+    gen = torch.Generator().manual_seed(0)
+    drawn = set(sample_next(logits, temperature=1.0, top_k=2, generator=gen).tolist())
+    assert drawn == {0, 1}
+    probs = torch.softmax(logits[0], -1)  # 0.64, 0.24, 0.09, ...
+    assert probs[0] < 0.7 < probs[0] + probs[1]
+    drawn = set(sample_next(logits, temperature=1.0, top_p=0.7, generator=gen).tolist())
+    assert drawn == {0, 1}  # the smallest set reaching 0.7
+    drawn = set(sample_next(logits, temperature=1.0, generator=gen).tolist())
+    assert len(drawn) >= 4
+
+
+def test_stop_tokens_end_each_sequence_on_its_own(model64):
+    prompts = [[1, 2, 3], [30, 31]]
+    free = generate(model64, prompts, 12)
+    stop = free[0][4]
+    first = free[0].index(stop)
+    got = generate(model64, prompts, 12, stop_tokens=[stop])
+    assert got[0] == free[0][:first]  # the stop token itself is not returned
+    want_1 = free[1][: free[1].index(stop)] if stop in free[1] else free[1]
+    assert got[1] == want_1
+    assert generate(model64, [[1, 2, 3]], 12, stop_tokens=[free[0][0]]) == [[]]
+
+
+def test_streaming_yields_tokens_as_they_come(model64):
+    prompts = [[1, 2, 3], [4]]
+    stream = generate_stream(model64, prompts, 8, temperature=0.9, seed=5)
+    first = next(stream)  # available before the rest are computed
+    assert len(first) == 2 and all(isinstance(t, int) for t in first)
+    rest = list(stream)
+    assert len(rest) == 7
+    steps = [first, *rest]
+    assert [[s[i] for s in steps] for i in range(2)] == generate(
+        model64, prompts, 8, temperature=0.9, seed=5
+    )
+
+
+def test_forced_sdpa_backend_decodes_the_same(model64):
+    prompts = [[1, 2, 3, 4], [7, 8]]
+    want = generate(model64, prompts, 10)
+    model64.set_attention("flash")  # decoding steps go through SDPA, not the single-query path
+    assert generate(model64, prompts, 10) == want
+    model64.set_attention("math")
+    assert generate(model64, prompts, 10) == want
+
+
+def test_float32_greedy_matches_recompute(tiny_config):
+    model = build_model(tiny_config()).eval()
+    prompt = [[1, 2, 3, 4, 5]]
+    assert generate(model, prompt, 10) == recompute(model, prompt, 10)
+
+
+def test_bad_arguments_are_refused(model64):
+    with pytest.raises(ValueError, match="context_length"):
+        generate(model64, [[1] * 40], 20)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        generate(model64, [[1, 48]], 2)
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(model64, [[]], 2)
+    with pytest.raises(ValueError, match="top_p"):
+        generate(model64, [[1]], 2, temperature=1.0, top_p=0.0)
+    assert generate(model64, [[1]], 0) == [[]]
