@@ -555,3 +555,16 @@ def test_configs_root_falls_back_to_the_run_files_folder(
     assert resolved.config.model.d_model == 32
     assert str(resolved.origins["model.d_model"]) == "work/model/m.yaml:3"
     assert resolved.config.run.name == "exp"
+
+
+def test_cross_section_problem_reported_alongside_a_bad_section(write_tree: WriteTree) -> None:
+    # pydantic alone would skip RunConfig's checks because the model section is invalid.
+    msg = error_of(
+        write_tree(),
+        overrides=["model.n_heads=5", "hardware.micro_batch_size=3", "data.context_length=999"],
+    )
+    problem_line(msg, "model.n_heads:", "do not divide d_model")
+    problem_line(msg, "train.global_batch_size:", "micro-batches of 3")
+    # data.context_length vs the model: the model section is invalid, so that rule cannot run
+    assert "data.context_length" not in msg
+    assert msg.startswith("3 problems")  # n_heads, n_kv_heads (2 does not divide 5), batch

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from enlace_config.errors import ConfigError, Origin, Problem, display_path
 from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
-from enlace_config.schema.base import FieldProblems
+from enlace_config.schema.base import FieldProblem, FieldProblems
 from enlace_config.schema.run import RunConfig
 from enlace_config.yamlio import (
     KeyPath,
@@ -273,6 +273,37 @@ def _expected(msg: str) -> str:
     return re.sub(r"^Input should be ", "expected ", msg)
 
 
+def _field_problem(fp: FieldProblem, loc: KeyPath, doc: YamlDoc) -> Problem:
+    path = (*loc, *fp.key.split("."))
+    related = tuple(
+        (_dotted((*loc, *r.split("."))), _origin_for(doc, (*loc, *r.split("."))))
+        for r in fp.related
+    )
+    return Problem(fp.message, key=_dotted(path), origin=_origin_for(doc, path), related=related)
+
+
+def _cross_section_problems(exc: ValidationError, doc: YamlDoc) -> list[Problem]:
+    """RunConfig's checks across sections, on the sections that are valid on their own.
+
+    pydantic runs a model validator only when every field validated, so one bad section would hide
+    a batch/micro-batch mismatch between two good ones until the next run.
+    """
+    failed = {err["loc"][0] for err in exc.errors() if err["loc"]}
+    if not failed:
+        return []  # every section was valid: the cross-section checks already ran
+    data = as_mapping(doc.data) or {}
+    sections: dict[str, object] = {}
+    for name, info in RunConfig.model_fields.items():
+        model = _model_in(info.annotation)
+        if name in failed or name not in data or model is None:
+            continue
+        try:
+            sections[name] = model.model_validate(data[name])
+        except ValidationError:
+            continue
+    return [_field_problem(fp, (), doc) for fp in RunConfig.cross_section_problems(sections)]
+
+
 def _translate(
     exc: ValidationError,
     schema: type[BaseModel],
@@ -287,20 +318,7 @@ def _translate(
         ctx: dict[str, Any] = err.get("ctx") or {}
         cause = ctx.get("error")
         if err["type"] == "value_error" and isinstance(cause, FieldProblems):
-            for fp in cause.problems:
-                path = (*loc, *fp.key.split("."))
-                related = tuple(
-                    (_dotted((*loc, *r.split("."))), _origin_for(doc, (*loc, *r.split("."))))
-                    for r in fp.related
-                )
-                problems.append(
-                    Problem(
-                        fp.message,
-                        key=_dotted(path),
-                        origin=_origin_for(doc, path),
-                        related=related,
-                    )
-                )
+            problems.extend(_field_problem(fp, loc, doc) for fp in cause.problems)
             continue
         key = _dotted(loc) or None
         origin = _origin_for(doc, loc)
@@ -549,6 +567,8 @@ def _validate(
         return schema.model_validate(doc.data)
     except ValidationError as exc:
         problems.extend(_translate(exc, schema, doc, skip))
+        if schema is RunConfig:
+            problems.extend(_cross_section_problems(exc, doc))
         return None
 
 

@@ -1,6 +1,7 @@
 """The root of a run file: one section per component, and the checks that span sections."""
 
 import re
+from collections.abc import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
@@ -59,45 +60,59 @@ class RunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _sections_agree(self) -> "RunConfig":
-        problems: list[FieldProblem] = []
-        micro, batch = self.hardware.micro_batch_size, self.train.global_batch_size
-        if batch % micro:
-            problems.append(
-                FieldProblem(
-                    "train.global_batch_size",
-                    f"{batch} sequences per step is not a whole number of micro-batches of "
-                    f"{micro} (hardware.micro_batch_size); gradient accumulation is derived as "
-                    "global batch / micro-batch, so use a multiple of it",
-                    ("hardware.micro_batch_size",),
-                )
-            )
-        vocab = self.model.vocab_size
-        if self.data.kind == "bytes" and vocab != BYTE_VOCAB_SIZE:
-            problems.append(
-                FieldProblem(
-                    "model.vocab_size",
-                    f"data.kind bytes feeds byte values 0..255, so the model needs vocab_size "
-                    f"{BYTE_VOCAB_SIZE}, not {vocab}",
-                    ("data.kind",),
-                )
-            )
-        if self.data.kind == "shards" and vocab > MAX_UINT16_VOCAB:
-            problems.append(
-                FieldProblem(
-                    "model.vocab_size",
-                    f"uint16 shards hold token ids below {MAX_UINT16_VOCAB}; vocab_size {vocab} "
-                    "does not fit",
-                    ("data.kind",),
-                )
-            )
-        if self.data.context_length > self.model.context_length:
-            problems.append(
-                FieldProblem(
-                    "data.context_length",
-                    f"training sequences of {self.data.context_length} tokens are longer than "
-                    f"the model's context_length {self.model.context_length}",
-                    ("model.context_length",),
-                )
-            )
-        raise_problems(problems)
+        raise_problems(self.cross_section_problems(self.__dict__))
         return self
+
+    @classmethod
+    def cross_section_problems(cls, sections: Mapping[str, object]) -> list[FieldProblem]:
+        """The checks across sections, run on whichever sections are given and valid.
+
+        The loader calls this with the sections that validated on their own when another section
+        failed, so that a batch/micro-batch mismatch is reported together with, say, a bad head
+        count, not one run later.
+        """
+        problems: list[FieldProblem] = []
+        hardware, train = sections.get("hardware"), sections.get("train")
+        model, data = sections.get("model"), sections.get("data")
+        if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
+            micro, batch = hardware.micro_batch_size, train.global_batch_size
+            if batch % micro:
+                problems.append(
+                    FieldProblem(
+                        "train.global_batch_size",
+                        f"{batch} sequences per step is not a whole number of micro-batches of "
+                        f"{micro} (hardware.micro_batch_size); gradient accumulation is derived as "
+                        "global batch / micro-batch, so use a multiple of it",
+                        ("hardware.micro_batch_size",),
+                    )
+                )
+        if isinstance(model, ModelConfig) and isinstance(data, DataConfig):
+            vocab = model.vocab_size
+            if data.kind == "bytes" and vocab != BYTE_VOCAB_SIZE:
+                problems.append(
+                    FieldProblem(
+                        "model.vocab_size",
+                        f"data.kind bytes feeds byte values 0..255, so the model needs vocab_size "
+                        f"{BYTE_VOCAB_SIZE}, not {vocab}",
+                        ("data.kind",),
+                    )
+                )
+            if data.kind == "shards" and vocab > MAX_UINT16_VOCAB:
+                problems.append(
+                    FieldProblem(
+                        "model.vocab_size",
+                        f"uint16 shards hold token ids below {MAX_UINT16_VOCAB}; vocab_size {vocab} "
+                        "does not fit",
+                        ("data.kind",),
+                    )
+                )
+            if data.context_length > model.context_length:
+                problems.append(
+                    FieldProblem(
+                        "data.context_length",
+                        f"training sequences of {data.context_length} tokens are longer than "
+                        f"the model's context_length {model.context_length}",
+                        ("model.context_length",),
+                    )
+                )
+        return problems
