@@ -187,6 +187,14 @@ def _check_options(args: argparse.Namespace) -> str | None:
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
+    err = sys.stderr
+    query = " ".join(" ".join(args.query).split())
+    if not query:
+        return _fail("la consulta está vacía.", EXIT_USAGE, err)
+    problem = _check_options(args)
+    if problem:
+        return _fail(problem, EXIT_USAGE, err)
+
     started = time.monotonic()
     from enlace_agent.tools.search.chain import SearchChain
     from enlace_agent.tools.search.errors import (
@@ -195,17 +203,10 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         QueryError,
         SearchConfigError,
     )
-    from enlace_agent.tools.search.models import redact
+    from enlace_agent.tools.search.models import SkippedProvider, redact
     from enlace_agent.tools.search.settings import load_config, load_env, parse_providers
 
     log.debug("libraries loaded in %.3f s", time.monotonic() - started)
-    err = sys.stderr
-    query = " ".join(" ".join(args.query).split())
-    if not query:
-        return _fail("la consulta está vacía.", EXIT_USAGE, err)
-    problem = _check_options(args)
-    if problem:
-        return _fail(problem, EXIT_USAGE, err)
     try:
         env = load_env(args.env_file)
         key = env.get(KEY_ENV, "").strip()
@@ -231,6 +232,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
             EXIT_USAGE,
             err,
         )
+    search_started = time.monotonic()
     try:
         response = chain.search(query)
     except QueryError as exc:
@@ -242,11 +244,8 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
                     "query": query,
                     "provider": None,
                     "results": [],
-                    "skipped": [
-                        {"provider": e.provider, "error": e.kind, "message": e.detail}
-                        for e in exc.errors
-                    ],
-                    "elapsed_s": round(time.monotonic() - started, 3),
+                    "skipped": [SkippedProvider(e.provider, e).to_dict() for e in exc.errors],
+                    "elapsed_s": round(time.monotonic() - search_started, 3),
                 },
                 secrets,
             )
