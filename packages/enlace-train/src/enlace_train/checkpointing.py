@@ -38,6 +38,7 @@ RESUME_MAY_CHANGE = frozenset(
         "train.checkpoint_every",
         "train.keep_checkpoints",
         "train.allow_thread_change",
+        "hardware.num_threads",  # the thread count actually used is checked apart (check_threads)
         "run.out_dir",  # a run directory that was moved or copied is still the same run
     }
 )

@@ -1,0 +1,105 @@
+"""The loop's arithmetic: accumulation equivalence, weight-decay groups, out-of-memory handling,
+init_from, and metrics.jsonl being cut back on resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from enlace_model.checkpoint import list_checkpoints, load_state_dict
+
+from enlace_train import trainer
+from enlace_train.errors import OutOfMemory
+from enlace_train.metrics import read_metrics, truncate_metrics
+from enlace_train.trainer import build_optimizer, micro_batch_suggestion, train
+
+
+def weights(run_dir):
+    return {k: v.clone() for k, v in load_state_dict(list_checkpoints(run_dir)[-1]).items()}
+
+
+def test_accumulation_k_times_b_equals_one_batch_of_k_b(write_run, h):
+    steps = {"max_steps": 3, "warmup_steps": 0, "decay_steps": 0, "global_batch_size": 8}
+    one = train(h.load(write_run("one", hardware={"micro_batch_size": 8}, train=steps)))
+    four = train(h.load(write_run("four", hardware={"micro_batch_size": 2}, train=steps)))
+    a = [r["loss"] for r in h.metrics_rows(one.run_dir) if "loss" in r]
+    b = [r["loss"] for r in h.metrics_rows(four.run_dir) if "loss" in r]
+    assert len(a) == 3 and a == pytest.approx(b, rel=1e-5)
+    ga = [r["grad_norm"] for r in h.metrics_rows(one.run_dir) if "loss" in r]
+    gb = [r["grad_norm"] for r in h.metrics_rows(four.run_dir) if "loss" in r]
+    assert ga == pytest.approx(gb, rel=1e-4)
+    wa, wb = weights(one.run_dir), weights(four.run_dir)
+    for key in wa:
+        torch.testing.assert_close(wa[key], wb[key], rtol=1e-4, atol=1e-5)
+
+
+def test_weight_decay_on_matrices_only_embeddings_by_config(h, write_run):
+    from enlace_model import build_model
+
+    from enlace_train.backends import setup_backend
+
+    cfg = h.load(write_run("wd")).config
+    model = build_model(cfg.model)
+    backend = setup_backend(cfg.hardware)
+    decay, no_decay = build_optimizer(model, cfg, backend).param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    assert decay["weight_decay"] == cfg.train.weight_decay and no_decay["weight_decay"] == 0.0
+    assert "embed.weight" not in decayed and not any("norm" in n for n in decayed)
+    assert "layers.0.attn.q_proj.weight" in decayed and "layers.1.mlp.down_proj.weight" in decayed
+    cfg.train.decay_embeddings = True
+    decay, _ = build_optimizer(model, cfg, backend).param_groups
+    assert "embed.weight" in {names[id(p)] for p in decay["params"]}
+
+
+def test_out_of_memory_names_the_micro_batch_and_saves_nothing_half_written(write_run, h, monkeypatch):
+    real_build = trainer.build_model
+    calls = {"n": 0}
+
+    def build_model_that_runs_out(cfg, **kw):
+        model = real_build(cfg, **kw)
+        forward = model.forward
+
+        def forward_oom(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] > 4:  # two steps of two micro-batches, then the device is "full"
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return forward(*args, **kwargs)
+
+        model.forward = forward_oom
+        return model
+
+    monkeypatch.setattr(trainer, "build_model", build_model_that_runs_out)
+    path = write_run("oom", hardware={"micro_batch_size": 4}, train={"global_batch_size": 8, "checkpoint_every": 1})
+    with pytest.raises(OutOfMemory) as info:
+        train(h.load(path))
+    msg = str(info.value)
+    assert "hardware.micro_batch_size=4" in msg and "try hardware.micro_batch_size=2" in msg
+    ckpt_root = h.run_dir_of(path) / "checkpoints"
+    assert sorted(p.name for p in ckpt_root.iterdir()) == ["step_1", "step_2"]
+    assert micro_batch_suggestion(6, 12) == 4 and micro_batch_suggestion(1, 8) is None
+
+
+def test_init_from_starts_a_new_run_from_weights_and_optimizer(write_run, h):
+    src = train(h.load(write_run("src", train={"max_steps": 6, "decay_steps": 2})))
+    src_w = weights(src.run_dir)
+    path = write_run("branch", train={"max_steps": 1, "warmup_steps": 0, "decay_steps": 0, "lr": 1e-9, "min_lr": 0.0,
+                                      "init_from": str(src.run_dir), "init_optimizer": True})
+    branch = train(h.load(path))
+    new_w = weights(branch.run_dir)
+    for key in src_w:
+        torch.testing.assert_close(new_w[key], src_w[key], rtol=0, atol=1e-6)
+    state = torch.load(list_checkpoints(branch.run_dir)[-1] / "trainer_state.pt", weights_only=True)
+    assert state["step"] == 1 and state["init_from"] == str(src.run_dir)
+    adam_steps = {float(s["step"]) for s in state["optimizer"]["state"].values()}
+    assert adam_steps == {7.0}  # the source's 6 AdamW steps, then one more
+    assert "initialised from" in (branch.run_dir / "train.log").read_text()
+
+
+def test_truncate_metrics_keeps_rows_up_to_the_step_and_drops_a_torn_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "loss": 1.0 / s} for s in range(1, 6)] + [{"step": 4, "val_loss": 2.0}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 6, "lo')
+    assert truncate_metrics(path, 4) == 5
+    assert [r["step"] for r in read_metrics(path)] == [1, 2, 3, 4, 4]

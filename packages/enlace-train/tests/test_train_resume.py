@@ -1,0 +1,176 @@
+"""Exact resumption on CPU: a run stopped by SIGTERM, or killed with -9 after a checkpoint, and then
+resumed by re-running the same command writes the same metrics.jsonl losses and ends with the same
+weights, bit for bit, as a run that never stopped; with gradient accumulation on (micro-batch 2,
+global batch 4), in float32 and in float16 with a GradScaler whose scale moves during the run.
+
+The interrupted runs are real subprocesses (`python -m enlace_train RUN.yaml`); the references and
+the resumptions run in-process (same code, same single thread), which keeps the test fast."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from enlace_model.checkpoint import list_checkpoints, load_state_dict
+
+from enlace_train.errors import ResumeError
+from enlace_train.trainer import train
+
+LONG = {"max_steps": 40, "warmup_steps": 4, "decay_steps": 10, "log_every": 1, "eval_every": 5,
+        "checkpoint_every": 10}
+FP16 = {"dtype": "float16", "loss_scaling": True, "grad_scaler_init_scale": 2.0**24,
+        "grad_scaler_growth_interval": 3}
+
+
+def rows_of(h, run_dir: Path) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    rows = h.metrics_rows(run_dir)
+    train_rows = [(r["step"], r["loss"]) for r in rows if "loss" in r]
+    val_rows = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+    return train_rows, val_rows
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    # cloned: safetensors may map the file, and a test below damages it afterwards
+    return {k: v.clone() for k, v in load_state_dict(list_checkpoints(run_dir)[-1]).items()}
+
+
+def assert_same_run(h, ref_dir: Path, run_dir: Path) -> None:
+    ref_rows, run_rows = rows_of(h, ref_dir), rows_of(h, run_dir)
+    assert run_rows[0] == ref_rows[0]  # every step once, same losses, bit for bit
+    assert run_rows[1] == ref_rows[1]
+    ref_w, run_w = final_weights(ref_dir), final_weights(run_dir)
+    assert ref_w.keys() == run_w.keys()
+    for key in ref_w:
+        assert torch.equal(ref_w[key], run_w[key]), key
+
+
+def wait_for(proc: subprocess.Popen[str], condition, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            pytest.fail(f"the run ended (rc {proc.returncode}) before {what}; lengthen it:\n{out}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def logged_steps(run_dir: Path) -> int:
+    path = run_dir / "metrics.jsonl"
+    return path.read_text().count('"loss"') if path.exists() else 0
+
+
+def test_sigterm_then_rerun_is_bit_exact(write_run, h):
+    ref = train(h.load(write_run("ref", train=LONG)))
+    path = write_run("cut", train=LONG)
+    run_dir = h.run_dir_of(path)
+    proc = h.cli(str(path))
+    wait_for(proc, lambda: logged_steps(run_dir) >= 2, "the second logged step")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "SIGTERM received" in out
+    stopped_at = int(list_checkpoints(run_dir)[-1].name.split("_")[1])
+    assert 2 <= stopped_at < LONG["max_steps"]
+    assert rows_of(h, run_dir)[0][-1][0] == stopped_at  # the step in flight finished, then saved
+
+    resumed = train(h.load(path))  # the same command again
+    assert resumed.step == LONG["max_steps"] and not resumed.stopped_by_signal
+    assert_same_run(h, ref.run_dir, run_dir)
+
+
+def test_kill_9_after_a_checkpoint_then_rerun_is_bit_exact(write_run, h):
+    ref = train(h.load(write_run("ref", train=LONG)))
+    path = write_run("killed", train=LONG)
+    run_dir = h.run_dir_of(path)
+    proc = h.cli(str(path))
+    wait_for(proc, lambda: logged_steps(run_dir) >= 13, "step 13 (past the step-10 checkpoint)")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert logged_steps(run_dir) >= 13  # rows past the checkpoint exist and must be cut back
+
+    train(h.load(path))
+    assert_same_run(h, ref.run_dir, run_dir)
+
+
+def test_float16_grad_scaler_sigterm_resume_is_bit_exact(write_run, h):
+    ref = train(h.load(write_run("ref16", hardware=FP16, train=LONG)))
+    rows = h.metrics_rows(ref.run_dir)
+    scales = {r["loss_scale"] for r in rows if "loss_scale" in r}
+    assert rows[-2]["skipped_steps"] > 0 and len(scales) > 2  # the scaler's state matters here
+
+    path = write_run("cut16", hardware=FP16, train=LONG)
+    run_dir = h.run_dir_of(path)
+    proc = h.cli(str(path))
+    wait_for(proc, lambda: logged_steps(run_dir) >= 6, "step 6")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert int(list_checkpoints(run_dir)[-1].name.split("_")[1]) < LONG["max_steps"]
+
+    train(h.load(path))
+    assert_same_run(h, ref.run_dir, run_dir)
+    assert [r.get("loss_scale") for r in h.metrics_rows(run_dir)] == [r.get("loss_scale") for r in rows]
+
+
+def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_used(write_run, h, caplog):
+    path = write_run("corrupt")
+    ref = train(h.load(path))
+    ref_weights = final_weights(ref.run_dir)
+    newest = list_checkpoints(ref.run_dir)[-1]
+    assert newest.name == "step_12"
+    blob = newest / "model.safetensors"
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit of weights
+    blob.write_bytes(bytes(data))
+    incomplete = ref.run_dir / "checkpoints" / "step_16"  # a save killed before its COMPLETE marker
+    incomplete.mkdir()
+    (incomplete / "model.safetensors").write_bytes(b"partial")
+
+    resumed = train(h.load(path, "train.max_steps=12"))
+    log_text = (ref.run_dir / "train.log").read_text()
+    assert "skipping checkpoint" in log_text and "step_12" in log_text and "step_16" in log_text
+    assert "from " + str(ref.run_dir / "checkpoints" / "step_8") in log_text
+    assert resumed.step == 12
+    again = final_weights(ref.run_dir)
+    assert all(torch.equal(again[k], ref_weights[k]) for k in ref_weights)
+
+
+def test_changed_shape_is_refused_listing_every_change(write_run, h):
+    path = write_run("shape", train={"max_steps": 4, "decay_steps": 2})
+    train(h.load(path))
+    with pytest.raises(ResumeError) as info:
+        train(h.load(path, "model.d_model=64", "train.lr=0.01"))
+    msg = str(info.value)
+    assert "model.d_model: 32 -> 64" in msg and "train.lr: 0.003 -> 0.01" in msg
+    assert "command line" in msg.lower() or "override" in msg.lower()
+    assert "train.init_from" in msg
+
+
+def test_allowed_changes_longer_run_and_intervals(write_run, h):
+    path = write_run("longer", train={"max_steps": 8, "decay_steps": 2})
+    train(h.load(path))
+    with pytest.raises(ResumeError, match="may only grow"):
+        train(h.load(path, "train.max_steps=6"))
+    summary = train(h.load(path, "train.max_steps=10", "train.log_every=2", "train.eval_every=5",
+                           "train.checkpoint_every=5"))
+    assert summary.step == 10
+    steps = [r["step"] for r in h.metrics_rows(summary.run_dir) if "loss" in r]
+    assert steps == [1, 2, 3, 4, 5, 6, 7, 8, 10]
+
+
+def test_thread_count_change_refused_unless_forced(write_run, h):
+    path = write_run("threads", train={"max_steps": 4, "decay_steps": 2})
+    train(h.load(path))
+    with pytest.raises(ResumeError, match="2 CPU threads|uses 2"):
+        train(h.load(path, "train.max_steps=6", "hardware.num_threads=2"))
+    summary = train(h.load(path, "train.max_steps=6", "hardware.num_threads=2",
+                           "train.allow_thread_change=true"))
+    assert summary.step == 6
+    assert "no longer bit-exact" in (summary.run_dir / "train.log").read_text()

@@ -1,0 +1,64 @@
+"""Start-up failures: each ends with exit code 2 and a message naming the problem, in the order that
+fails fastest (config before torch is imported, then the hardware, then data and model)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from enlace_train.cli import main
+
+
+def test_invalid_config_exits_2_before_torch_is_imported(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: {name: x, out_dir: x}\ntrain: {lr: -1}\n")
+    code = textwrap.dedent(f"""
+        import sys
+        from enlace_train.cli import main
+        rc = main([{str(bad)!r}])
+        print("torch imported:", "torch" in sys.modules)
+        sys.exit(rc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "torch imported: False" in proc.stdout
+    assert "train.lr" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_entry_point_exit_code_and_debug_traceback(tmp_path):
+    missing = tmp_path / "missing.yaml"
+    proc = subprocess.run([sys.executable, "-m", "enlace_train", str(missing)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "missing.yaml" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "enlace_train", str(missing), "--debug"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_profile_on_this_cpu_only_machine_exits_2(write_run, capsys):
+    path = write_run("cuda", hardware={"name": "turing-2060", "device": "cuda", "dtype": "float16",
+                                       "loss_scaling": True, "attention": "mem_efficient"})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "turing-2060" in err and "hardware.device=cuda" in err and "cpu.yaml" in err
+    assert not (path.parent / "runs" / "cuda" / "metrics.jsonl").exists()  # nothing started
+
+
+def test_missing_data_exits_2_naming_the_path(write_run, capsys):
+    path = write_run("nodata", data={"path": "/nonexistent/smoke", "fallback": "none"})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "/nonexistent/smoke" in err and "enlace-data smoke" in err
+
+
+def test_resume_refusal_exits_2_through_the_cli(write_run, capsys):
+    path = write_run("refuse", train={"max_steps": 2, "decay_steps": 1, "warmup_steps": 0})
+    assert main([str(path)]) == 0
+    assert main([str(path), "hardware.micro_batch_size=1"]) == 2
+    err = capsys.readouterr().err
+    assert "hardware.micro_batch_size: 2 -> 1" in err
