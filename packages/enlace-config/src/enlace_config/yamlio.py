@@ -68,13 +68,16 @@ class _NodeLoader(Protocol):
     def dispose(self) -> None: ...
 
 
-def _loader_class() -> Callable[[str], _NodeLoader]:
+def _loader_class(use_libyaml: bool = True) -> Callable[[str], _NodeLoader]:
     """PyYAML's composer (libyaml's C parser when installed) with the YAML 1.2 resolver."""
-    bases: tuple[Any, ...]
-    try:
-        cyaml: Any = importlib.import_module("yaml.cyaml")
-        bases = (cyaml.CParser,)
-    except (ImportError, AttributeError):  # pragma: no cover - no libyaml: pure Python
+    bases: tuple[Any, ...] = ()
+    if use_libyaml:
+        try:
+            cyaml: Any = importlib.import_module("yaml.cyaml")
+            bases = (cyaml.CParser,)
+        except (ImportError, AttributeError):  # no libyaml: the pure-Python parser below
+            bases = ()
+    if not bases:
         pure: Any = yaml
         bases = (
             pure.reader.Reader,
@@ -220,6 +223,13 @@ class _Builder:
                 self._problem(key_node, path, f"keys must be plain names (strings), got {shown!r}")
                 continue
             key = str(key_node.value)
+            if key == "<<" and key_node.style in (None, ""):
+                self._problem(
+                    key_node,
+                    path,
+                    "YAML merge keys (<<) are not supported: layer files with include: instead",
+                )
+                continue
             if key in first_seen:
                 first = self.origin_at(first_seen[key])
                 self._problem(
