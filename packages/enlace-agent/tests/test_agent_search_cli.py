@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FAST_HTTP = {"connect_timeout_s": 1.0, "read_timeout_s": 0.5, "total_timeout_s": 1.5}
+TEST_HTTP = {"connect_timeout_s": 5.0, "read_timeout_s": 5.0, "total_timeout_s": 10.0}
 
 
 def run_cli(
@@ -66,7 +66,7 @@ def cli(
 
 def write_config(tmp_path: Path, **data: Any) -> Path:
     path = tmp_path / "search.yaml"
-    data.setdefault("http", FAST_HTTP)
+    data.setdefault("http", TEST_HTTP)
     data.setdefault("state_file", str(tmp_path / "state.json"))
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
@@ -267,7 +267,7 @@ def test_xdg_config_file_is_read(http_server: Any, cli: Any, clean_env: dict[str
                 "providers": ["duckduckgo"],
                 "region": "mx-es",
                 "duckduckgo": {"endpoint": ddg},
-                "http": FAST_HTTP,
+                "http": TEST_HTTP,
             }
         )
     )
