@@ -568,3 +568,24 @@ def test_cross_section_problem_reported_alongside_a_bad_section(write_tree: Writ
     # data.context_length vs the model: the model section is invalid, so that rule cannot run
     assert "data.context_length" not in msg
     assert msg.startswith("3 problems")  # n_heads, n_kv_heads (2 does not divide 5), batch
+
+
+def test_problems_come_in_reading_order(write_tree: WriteTree) -> None:
+    root = write_tree(
+        {
+            "train/short.yaml": (
+                "max_steps: 10\nglobal_batch_size: 8\nwarmup_steps: 2\nlr: 3e-4\ndecay_steps: 2\n"
+                "log_every: x\nseed: y\nbeta1: 2\n"
+            )
+        }
+    )
+    msg = error_of(root, overrides=["model.d_model=z", "train.max_steps=q"])
+    lines = [line for line in msg.splitlines() if line.startswith("  - ")]
+    for line, where in zip(lines, ("short.yaml:6", "short.yaml:7", "short.yaml:8"), strict=False):
+        assert where in line, msg
+    assert all("command line override" in line for line in lines[3:]) and len(lines) == 5
+
+
+def test_pattern_and_length_messages_read_as_expectations(write_tree: WriteTree) -> None:
+    msg = error_of(write_tree(), overrides=["data.path=''"])
+    assert "expected at least 1 character" in problem_line(msg, "data.path:")

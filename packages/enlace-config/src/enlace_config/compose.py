@@ -268,9 +268,36 @@ def _origin_for(doc: YamlDoc, loc: Sequence[str | int]) -> Origin | None:
     return doc.origins.get(())
 
 
+_EXPECTED_REWRITES = (
+    (r"^Input should be ", "expected "),
+    (r"^String should match pattern ", "expected text matching the pattern "),
+    (r"^(?:String|List|Dictionary|Value) should (?:have|be) ", "expected "),
+)
+
+
 def _expected(msg: str) -> str:
+    """pydantic's message phrased as what was expected ("Input should be ..." -> "expected ...")."""
     msg = msg.removeprefix("Value error, ")
-    return re.sub(r"^Input should be ", "expected ", msg)
+    for pattern, replacement in _EXPECTED_REWRITES:
+        msg, n = re.subn(pattern, replacement, msg)
+        if n:
+            break
+    return msg
+
+
+def _reading_order(problems: Sequence[Problem]) -> list[Problem]:
+    """Problems in files first (files in order of first mention, by line), then overrides."""
+    groups: dict[str, int] = {}
+    rank = {"file": 0, "override": 1, "default": 2}
+
+    def key(problem: Problem) -> tuple[int, int, int]:
+        origin = problem.origin
+        if origin is None:
+            return (0, groups.setdefault("", len(groups)), 0)
+        group = str(origin.file) if origin.kind == "file" else origin.kind
+        return (rank[origin.kind], groups.setdefault(group, len(groups)), origin.line or 0)
+
+    return sorted(problems, key=key)
 
 
 def _field_problem(fp: FieldProblem, loc: KeyPath, doc: YamlDoc) -> Problem:
@@ -644,7 +671,7 @@ def load_run_config(
     _default_run_section(tree, path)
     config = _validate(RunConfig, tree, problems, failed)
     if problems or config is None:
-        raise ConfigError(problems, _subject(subject, overrides))
+        raise ConfigError(_reading_order(problems), _subject(subject, overrides))
     origins: dict[str, Origin] = {}
     resolved = ResolvedConfig(config, origins, path, tuple(overrides), RUNS_FOLDER)
     _leaf_origins(resolved.to_dict(), tree, (), origins)
@@ -733,7 +760,7 @@ def load_config(
     _apply_overrides(doc, overrides, model, problems)
     config = _validate(model, doc, problems, ())
     if problems or config is None:
-        raise ConfigError(problems, _subject(display_path(path), overrides))
+        raise ConfigError(_reading_order(problems), _subject(display_path(path), overrides))
     origins: dict[str, Origin] = {}
     loaded = LoadedConfig(config, origins, path, tuple(overrides), kind)
     _leaf_origins(loaded.to_dict(), doc, (), origins)
