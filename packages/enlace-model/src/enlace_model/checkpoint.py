@@ -262,7 +262,7 @@ def find_latest_checkpoint(run_dir: PathLike) -> Path | None:
         try:
             verify_checkpoint(p)
         except CheckpointError as e:
-            warnings.warn(f"skipping checkpoint {p}: {e}", stacklevel=2)
+            warnings.warn(f"skipping checkpoint: {e}", stacklevel=2)
             continue
         return p
     return None

@@ -462,6 +462,9 @@ def export_hf(checkpoint: PathLike, out_dir: PathLike) -> Path:
                 "clean_up_tokenization_spaces": False,
                 "add_bos_token": False,
                 "add_eos_token": False,
+                # Enlace never makes a special token from text: "<|endoftext|>" typed by a user
+                # is ordinary text (SentencePiece control symbols are not matched in the input).
+                "split_special_tokens": True,
                 **tokens,
             },
         )

@@ -1,0 +1,225 @@
+"""The Hugging Face export: transformers loads it and computes Enlace's logits (fp32, tight), for
+GQA + QK-norm (Qwen3) and without QK-norm (Llama), tied and untied; AutoTokenizer on the folder
+gives Enlace's ids (byte-level and SentencePiece); load_model reads the folder back; the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from enlace_model import atomic_checkpoint, build_model, load_model, save_model
+from enlace_model.cli import main as cli_main
+from enlace_model.export import config_from_hf, export_hf
+
+transformers = pytest.importorskip("transformers", reason="transformers is in the dev group")
+
+TEXTS = [
+    "¡Hola, señora Núñez! ¿Cómo está usted?",
+    "En un lugar de la Mancha, de cuyo nombre no quiero acordarme,\nno ha mucho tiempo.",
+    "El año 1605 costó 3.250 maravedís.  Dos espacios, y\ttabulador.",
+    "Emoji y escrituras raras: 😀 ☃ 漢字 ε",
+    "  espacios al principio y al final  ",
+    "\n\nlíneas\n\n\nvacías\n",
+    "El texto literal <|endoftext|> no es un token especial.",
+    "",
+]
+
+
+def make_checkpoint(tmp_path: Path, cfg, perturb_norms) -> tuple[torch.nn.Module, Path]:
+    model = build_model(cfg)
+    perturb_norms(model)
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, model, cfg)
+    return model, tmp_path / "run"
+
+
+def hf_logits(folder: Path, idx: torch.Tensor) -> torch.Tensor:
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return hf(idx).logits
+
+
+@pytest.mark.parametrize(
+    ("overrides", "arch"),
+    [
+        ({}, "Qwen3ForCausalLM"),
+        ({"tie_embeddings": False}, "Qwen3ForCausalLM"),
+        ({"n_kv_heads": 1, "qk_norm": False}, "LlamaForCausalLM"),
+        ({"qk_norm": False, "tie_embeddings": False, "n_kv_heads": 4}, "LlamaForCausalLM"),
+    ],
+    ids=["qwen3-gqa-tied", "qwen3-gqa-untied", "llama-mqa-tied", "llama-mha-untied"],
+)
+def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norms, overrides, arch):
+    cfg = tiny_config(vocab_size=256, rope_theta=5000.0, norm_eps=1e-5, **overrides)
+    model, run = make_checkpoint(tmp_path, cfg, perturb_norms)
+    out = export_hf(run, tmp_path / "hf")
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == [arch]
+    assert {"model.safetensors", "generation_config.json", "tokenizer.json"} <= {
+        p.name for p in out.iterdir()
+    }
+    idx = torch.randint(0, 256, (2, 20))
+    with torch.no_grad():
+        want = model(idx).logits
+    torch.testing.assert_close(hf_logits(out, idx), want, rtol=1e-5, atol=1e-5)
+    # ... and the folder loads back into Enlace, same config, same logits.
+    assert config_from_hf(out / "config.json") == cfg
+    with torch.no_grad():
+        torch.testing.assert_close(load_model(out)(idx).logits, want, rtol=0, atol=0)
+
+
+def test_byte_level_tokenizer_ids_are_the_byte_values(tmp_path, tiny_config, perturb_norms):
+    from transformers import AutoTokenizer
+
+    _, run = make_checkpoint(tmp_path, tiny_config(vocab_size=256), perturb_norms)
+    out = export_hf(run, tmp_path / "hf")
+    tok = AutoTokenizer.from_pretrained(out)
+    for text in TEXTS:
+        ids = list(text.encode("utf-8"))
+        assert tok(text, add_special_tokens=True)["input_ids"] == ids, text
+        assert tok.decode(ids) == text
+    assert tok.convert_tokens_to_ids(tok.convert_ids_to_tokens(list(range(256)))) == list(
+        range(256)
+    )
+
+
+# --- SentencePiece ------------------------------------------------------------------------------
+SPECIAL_TOKENS = [
+    "<unk>",
+    "<|endoftext|>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|end|>",
+    "<|tool_call|>",
+    "<|tool_result|>",
+    *(f"<|reserved_{i}|>" for i in range(8)),
+]
+
+BUILTIN_SPANISH = """\
+En un lugar de la Mancha, de cuyo nombre no quiero acordarme, no ha mucho tiempo que vivía un \
+hidalgo de los de lanza en astillero, adarga antigua, rocín flaco y galgo corredor.
+Una olla de algo más vaca que carnero, salpicón las más noches, duelos y quebrantos los sábados, \
+lentejas los viernes, algún palomino de añadidura los domingos, consumían las tres partes de su hacienda.
+El resto della concluían sayo de velarte, calzas de velludo para las fiestas, con sus pantuflos de \
+lo mesmo, y los días de entresemana se honraba con su vellorí de lo más fino.
+Tenía en su casa una ama que pasaba de los cuarenta, y una sobrina que no llegaba a los veinte, y un \
+mozo de campo y plaza, que así ensillaba el rocín como tomaba la podadera.
+Frisaba la edad de nuestro hidalgo con los cincuenta años; era de complexión recia, seco de carnes, \
+enjuto de rostro, gran madrugador y amigo de la caza.
+En 1605 y en 1615 se publicaron las dos partes; costaban 290 maravedís y 3 reales.
+"""
+
+
+def spanish_lines() -> list[str]:
+    """Built-in Spanish, plus a slice of a shared public-domain book when the data is there."""
+    lines = BUILTIN_SPANISH.splitlines()
+    root = os.environ.get("ENLACE_SHARED_DATA")
+    books = sorted(Path(root, "es-pd").glob("*.txt")) if root else []
+    if books:
+        text = books[0].read_text(encoding="utf-8", errors="replace")[20000:50000]
+        lines += [line for line in text.splitlines() if line.strip()]
+    return lines
+
+
+def train_sentencepiece(lines: list[str]) -> bytes:
+    """A tiny SentencePiece model trained with enlace-data's options (see its tokenizer.py)."""
+    spm = pytest.importorskip("sentencepiece")
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=buf,
+        vocab_size=600,
+        model_type="bpe",
+        byte_fallback=True,
+        split_digits=True,
+        normalization_rule_name="identity",
+        add_dummy_prefix=False,
+        remove_extra_whitespaces=False,
+        allow_whitespace_only_pieces=True,
+        unk_id=0,
+        bos_id=-1,
+        eos_id=-1,
+        pad_id=-1,
+        control_symbols=SPECIAL_TOKENS[1:],
+        user_defined_symbols=["\n"],
+        character_coverage=0.9995,
+        input_sentence_size=0,
+        shuffle_input_sentence=False,
+        max_sentencepiece_length=16,
+        hard_vocab_limit=False,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return buf.getvalue()
+
+
+def test_sentencepiece_tokenizer_gives_enlace_ids(tmp_path, tiny_config, perturb_norms):
+    spm = pytest.importorskip("sentencepiece")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    lines = spanish_lines()
+    proto = train_sentencepiece(lines)
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    vocab = sp.get_piece_size()
+    cfg = tiny_config(vocab_size=vocab)
+    model = build_model(cfg)
+    perturb_norms(model)
+    special = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, model, cfg)
+        (d / "tokenizer.model").write_bytes(proto)
+        info = {"kind": "sentencepiece", "special_ids": special, "eot_id": 1, "vocab_size": vocab}
+        (d / "tokenizer.json").write_text(json.dumps(info))
+    out = export_hf(tmp_path / "run", tmp_path / "hf")
+    assert (out / "tokenizer.model").read_bytes() == proto
+    tok = AutoTokenizer.from_pretrained(out)
+    assert len(tok) == vocab
+    samples = TEXTS + lines[:200] + ["".join(lines[:3]), "\n".join(lines[3:6])]
+    for text in samples:
+        want = sp.encode(text)
+        assert tok(text, add_special_tokens=True)["input_ids"] == want, text
+        assert tok.decode(want) == sp.decode(want)
+    assert tok.eos_token_id == 1
+    assert tok.convert_ids_to_tokens([0, 1, 5]) == ["<unk>", "<|endoftext|>", "<|end|>"]
+    gen = json.loads((out / "generation_config.json").read_text())
+    assert gen["eos_token_id"] == 1
+    hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert hf.generation_config.eos_token_id == 1
+
+
+def test_cli_export_and_errors(tmp_path, tiny_config, perturb_norms, capsys):
+    _, run = make_checkpoint(tmp_path, tiny_config(vocab_size=256), perturb_norms)
+    assert cli_main(["export", str(run), str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "config.json").is_file()
+    assert "exported" in capsys.readouterr().out
+    assert cli_main(["export", str(tmp_path / "missing"), str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert "no such file or directory" in err and "Traceback" not in err
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    assert cli_main(["export", str(run), str(tmp_path / "busy")]) == 2
+    assert "not an earlier export" in capsys.readouterr().err
+    with pytest.raises(Exception, match="no such file"):
+        cli_main(["--debug", "export", str(tmp_path / "missing"), str(tmp_path / "o3")])
+
+
+def test_cli_entry_point_runs_as_a_process(tmp_path, tiny_config, perturb_norms):
+    _, run = make_checkpoint(tmp_path, tiny_config(vocab_size=256), perturb_norms)
+    done = subprocess.run(
+        [sys.executable, "-m", "enlace_model.cli", "export", str(run), str(tmp_path / "hf")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
