@@ -190,3 +190,18 @@ def test_version_comes_from_installed_metadata() -> None:
     import enlace_config
 
     assert enlace_config.__version__ == version("enlace-config")
+
+
+def test_keys_lists_types_defaults_and_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "train"]) == 0
+    out = capsys.readouterr().out
+    assert "lr  (float; required)\n    Peak learning rate" in out
+    assert "decay_shape  (linear | cosine | 1-sqrt; default: linear)" in out
+    assert "init_from  (str | null; default: null)" in out
+    assert main(["keys"]) == 0
+    out = capsys.readouterr().out
+    assert "run.name  (str; default: the run file's stem)" in out
+    assert "hardware.dtype  (float32 | float16 | bfloat16; default: float32)" in out
+    assert "model.d_model  (int; required)" in out
+    assert main(["keys", "nope"]) == 2
+    assert "unknown kind 'nope'" in capsys.readouterr().err

@@ -2,21 +2,27 @@
 
     enlace-config show configs/runs/smoke-cpu.yaml train.lr=3e-4 --origin
     enlace-config check configs/runs/*.yaml configs/model/*.yaml
+    enlace-config keys train          # every key of a train layer: type, default, description
 
 Bad input (a config with problems, a missing file) exits 2 with the list of problems; `--debug`
 adds the traceback. Imports nothing heavy: checking configs never imports torch.
 """
 
 import argparse
+import os
 import sys
 import traceback
+import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
 
 from enlace_config.compose import LoadedConfig, check_file, kind_of, load_config, load_run_config
-from enlace_config.errors import ConfigError
-from enlace_config.registry import RUNS_FOLDER
+from enlace_config.errors import ConfigError, Problem
+from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
+from enlace_config.yamlio import dump_scalar
 
 EXIT_BAD_INPUT = 2
 
@@ -51,6 +57,18 @@ def _parser() -> argparse.ArgumentParser:
         "composed runs, files in another folder of configs/ with that folder's schema.",
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    keys = sub.add_parser(
+        "keys",
+        help="list the keys of a kind of config with type, default and description",
+        description="List every key a config of this kind takes (from the schema's field "
+        "descriptions): `keys` for run files, `keys model` for model layers, ...",
+    )
+    keys.add_argument(
+        "kind", nargs="?", default=RUNS_FOLDER, metavar="KIND", help="runs (default), model, ..."
+    )
+    keys.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     check.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
@@ -92,13 +110,67 @@ def _check(files: Sequence[Path]) -> int:
     return 0
 
 
+def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return " | ".join(str(a) for a in get_args(annotation))
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, types.UnionType):
+        return " | ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if args:
+        return f"{getattr(get_origin(annotation), '__name__', annotation)}[{', '.join(_type_name(a) for a in args)}]"
+    return str(getattr(annotation, "__name__", annotation))
+
+
+# Defaults the loader fills in (not the schema): a run file may leave these out.
+LOADER_DEFAULTS = {"run.name": "the run file's stem", "run.out_dir": "runs/<run.name>"}
+
+
+def _key_lines(model: type[BaseModel], prefix: str) -> list[str]:
+    lines: list[str] = []
+    for name, info in model.model_fields.items():
+        key = f"{prefix}{name}"
+        sub = info.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            lines.extend(_key_lines(sub, f"{key}."))
+            continue
+        if key in LOADER_DEFAULTS:
+            default = f"default: {LOADER_DEFAULTS[key]}"
+        elif info.is_required():
+            default = "required"
+        elif info.default_factory is not None:
+            default = "default: (computed)"
+        else:
+            default = f"default: {dump_scalar(info.default)}"
+        lines.append(f"{key}  ({_type_name(sub)}; {default})")
+        if info.description:
+            lines.append(f"    {info.description}")
+    return lines
+
+
+def _keys(kind: str) -> int:
+    model = schema_for(kind)
+    if model is None:
+        raise ConfigError(
+            [Problem(f"unknown kind {kind!r}; the kinds are {', '.join(known_folders())}")],
+            "enlace-config keys",
+        )
+    print("\n".join(_key_lines(model, "")))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug: bool = args.debug
     try:
         if args.command == "show":
             return _show(args.file, args.overrides, args.origin)
+        if args.command == "keys":
+            return _keys(args.kind)
         return _check(args.files)
+    except BrokenPipeError:  # `enlace-config keys | head`: the reader left, nothing is wrong
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ConfigError as exc:
         if debug:
             traceback.print_exc()
