@@ -29,6 +29,7 @@ finite process-group timeout as the backstop for a rank that hangs without dying
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -224,11 +225,19 @@ def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn
     if parallelism == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
+        # Buffers (the rotary tables) are computed from the config, identical on every rank: no
+        # need to broadcast them before each forward (newer torch renamed the keyword).
+        params = inspect.signature(DistributedDataParallel.__init__).parameters
+        no_buffer_sync = (
+            {"forward_sync_buffers": False}
+            if "forward_sync_buffers" in params
+            else {"broadcast_buffers": False}
+        )
         return DistributedDataParallel(
             model,
             device_ids=[info.local_rank] if info.device.type == "cuda" else None,
-            broadcast_buffers=False,  # buffers (rotary tables) are computed, identical everywhere
             gradient_as_bucket_view=True,
+            **no_buffer_sync,
         )
     if parallelism == "fsdp":
         from torch.distributed.fsdp import fully_shard
