@@ -76,35 +76,47 @@ def test_batches_are_int64_inputs_and_shifted_targets(sources: dict[str, DataCon
         np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
 
 
-def test_shard_windows_come_from_one_shard_at_window_offsets(
+def test_shard_windows_come_from_one_shard_on_a_per_epoch_grid(
     sources: dict[str, DataConfig],
 ) -> None:
-    loader = build_loader(sources["shards"], micro_batch_size=4, seed=3)
+    loader = build_loader(sources["shards"], micro_batch_size=2, seed=3)
     n = loader.samples_per_epoch
-    # Windows per shard: (len - 1) // T -> 12, 0, 7, 4, 11.
-    assert n == 12 + 0 + 7 + 4 + 11
-    starts = set()
+    # Windows per shard: (len - T) // T -> 11, 0, 6, 3, 10.
+    assert n == 11 + 0 + 6 + 3 + 10
     shard_starts = [0, 100, 107, 164, 197]
     shard_ends = [100, 107, 164, 197, 287]
-    for x, y in _take(loader, n // 4):
-        for row_x, row_y in zip(x, y, strict=True):
-            first, last = int(row_x[0]), int(row_y[-1])
-            assert last - first == T  # consecutive tokens: never across a shard boundary
-            k = max(i for i, s in enumerate(shard_starts) if s <= first)
-            assert (first - shard_starts[k]) % T == 0 and last < shard_ends[k]
-            starts.add(first)
-    assert len(starts) == (n // 4) * 4  # no repeats inside an epoch
+    phases = []
+    for _epoch in range(4):
+        starts, phase = set(), set()
+        for x, y in _take(loader, n // 2):
+            for row_x, row_y in zip(x, y, strict=True):
+                first, last = int(row_x[0]), int(row_y[-1])
+                assert last - first == T  # consecutive tokens: never across a shard boundary
+                k = max(i for i, s in enumerate(shard_starts) if s <= first)
+                assert last < shard_ends[k]
+                phase.add((first - shard_starts[k]) % T)
+                starts.add(first)
+        assert len(starts) == n  # every window once per epoch
+        assert len(phase) == 1  # one grid per epoch ...
+        phases.append(phase.pop())
+    assert len(set(phases)) > 1  # ... shifted between epochs
 
 
 def test_each_epoch_is_a_permutation_and_epochs_differ(sources: dict[str, DataConfig]) -> None:
     loader = build_loader(sources["shards"], micro_batch_size=1, seed=5)
     n = loader.samples_per_epoch
-    epochs = [[int(next(loader)[0][0, 0]) for _ in range(n)] for _ in range(3)]
+    shard_starts = [0, 100, 107, 164, 197]
+
+    def window(first: int) -> tuple[int, int]:  # (shard, j) whatever the epoch's phase
+        k = max(i for i, s in enumerate(shard_starts) if s <= first)
+        return k, (first - shard_starts[k]) // T
+
+    epochs = [[window(int(next(loader)[0][0, 0])) for _ in range(n)] for _ in range(3)]
     assert all(sorted(e) == sorted(epochs[0]) for e in epochs)
     assert len(set(epochs[0])) == n
     assert epochs[0] != epochs[1] != epochs[2]
     other_seed = build_loader(sources["shards"], micro_batch_size=1, seed=6)
-    assert [int(next(other_seed)[0][0, 0]) for _ in range(n)] != epochs[0]
+    assert [window(int(next(other_seed)[0][0, 0])) for _ in range(n)] != epochs[0]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 17, 64, 1000, 4097])
@@ -130,7 +142,7 @@ def test_resume_continues_exactly(
 ) -> None:
     """Advance k, save, rebuild, load, compare the next m with an uninterrupted loader.
 
-    The shard and bytes sets hold 34 and 74 windows: k up to 40 batches of up to 5 crosses
+    The shard and bytes sets hold 30 and 74 windows: k up to 40 batches of up to 5 crosses
     shard and epoch boundaries many times.
     """
     cfg = sources[kind]
@@ -223,9 +235,8 @@ def test_state_from_other_data_or_settings_is_refused(
 def test_val_loader_is_one_ordered_pass(sources: dict[str, DataConfig]) -> None:
     loader = build_loader(sources["shards"], split="val", micro_batch_size=2, seed=0)
     firsts = [int(v) for x, _ in loader for v in x[:, 0]]
-    # val shards of 60 and 45 tokens -> 7 + 5 windows, in file order; 12 // 2 = 6 batches.
-    assert len(firsts) == 12
-    assert firsts == sorted(firsts)
+    # val shards of 60 and 45 tokens -> 6 + 4 windows, in file order at phase 0; 5 batches.
+    assert firsts == [287 + 8 * i for i in range(6)] + [347 + 8 * i for i in range(4)]
 
 
 def test_eval_batches_are_fixed_from_val_and_spread(sources: dict[str, DataConfig]) -> None:
@@ -332,3 +343,18 @@ def test_shard_truncated_while_training_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="short read") as err:
         _take(loader, 10)
     assert "train_000001.shard" in str(err.value)
+
+
+def test_short_segments_keep_one_window_inside_them(tmp_path: Path) -> None:
+    # Shards of T+1..2T-1 tokens hold one window; its phase shift must stay inside the shard.
+    lengths = [T + 1, T + 3, 2 * T - 1]
+    root = _make_shards(tmp_path / "short", lengths, val_lengths=(T + 1,))
+    cfg = DataConfig(kind="shards", path=str(root), context_length=T, eval_batches=1)
+    loader = build_loader(cfg, micro_batch_size=1, seed=0)
+    assert loader.samples_per_epoch == 3
+    ends = np.cumsum(lengths).tolist()
+    for _ in range(40):  # many epochs, many phases
+        x, y = next(loader)
+        first, last = int(x[0, 0]), int(y[0, -1])
+        k = next(i for i, e in enumerate(ends) if first < e)
+        assert last == first + T and last < ends[k]

@@ -2,15 +2,18 @@
 
 How samples are laid out
     A source is a list of segments (the text file of a split, or one shard each). A segment of n
-    tokens holds ``(n - 1) // T`` non-overlapping windows of T + 1 tokens (T = data.context_length),
-    window j starting at token j*T; inputs are its first T tokens, targets its last T. Windows never
-    cross a segment boundary. The N windows of a split are numbered in segment order.
+    tokens holds ``(n - T) // T`` (at least one if n > T) non-overlapping windows of T + 1 tokens
+    (T = data.context_length), window j starting at token phase + j*T; inputs are its first T
+    tokens, targets its last T. Windows never cross a segment boundary. The N windows of a split are
+    numbered in segment order.
 
 Order
     Training reads the windows epoch after epoch; epoch e visits all N in the order of a
     pseudo-random permutation keyed by (seed, e) — a 4-round Feistel network with cycle walking,
-    computed on the fly, so the order costs O(1) memory even for a 50 GB corpus. The global stream
-    of samples is epoch 0's N windows, then epoch 1's, and so on (infinite).
+    computed on the fly, so the order costs O(1) memory even for a 50 GB corpus — and shifts the
+    window grid by a phase in 0..T-1 drawn from (seed, e), so a small corpus seen for many epochs is
+    cut differently each time. The global stream of samples is epoch 0's N windows, then epoch 1's,
+    and so on (infinite).
 
 Ranks and state
     Every rank walks the same global stream. With world size W and micro-batch B, each step takes
@@ -323,18 +326,27 @@ def _build_source(
 
 # ----------------------------------------------------------------------------- windows
 class _Windows:
-    """Numbering of the non-overlapping windows of T + 1 tokens over a source's segments."""
+    """Numbering of the windows of T + 1 tokens over a source's segments.
+
+    A segment of n tokens holds c = (n - T) // T windows (at least 1 when n >= T + 1), window j
+    starting at phase + j*T. Any phase in 0..slack (slack = n - 1 - c*T, which is >= T - 1 unless
+    c = 1 was forced) keeps every window inside the segment, so training can shift the whole grid
+    each epoch without changing the count.
+    """
 
     def __init__(self, source: _Source, context_length: int) -> None:
-        self.T = context_length
-        self.per_segment = np.maximum((source.lengths - 1) // context_length, 0)
+        T = self.T = context_length
+        n = source.lengths
+        self.per_segment = np.where(n >= T + 1, np.maximum((n - T) // T, 1), 0).astype(np.int64)
+        self.slack = np.maximum(n - 1 - self.per_segment * T, 0).astype(np.int64)
         self.ends = np.cumsum(self.per_segment)
         self.count = int(self.ends[-1]) if self.ends.size else 0
 
-    def locate(self, window: IntArray) -> tuple[IntArray, IntArray]:
-        seg = np.searchsorted(self.ends, window, side="right")
+    def locate(self, window: IntArray, phase: int = 0) -> tuple[IntArray, IntArray]:
+        seg = np.searchsorted(self.ends, window, side="right").astype(np.int64)
         first = self.ends[seg] - self.per_segment[seg]
-        return seg.astype(np.int64), ((window - first) * self.T).astype(np.int64)
+        shift = phase % (self.slack[seg] + 1)
+        return seg, ((window - first) * self.T + shift).astype(np.int64)
 
 
 def _assemble(
@@ -408,19 +420,26 @@ class Loader:
             self._perm = (epoch, Permutation(self._windows.count, key))
         return self._perm[1]
 
-    def window_ids(self, positions: IntArray) -> IntArray:
-        """The window each global stream position reads (train: shuffled per epoch; val: in order)."""
+    def locations(self, positions: IntArray) -> tuple[IntArray, IntArray]:
+        """(segment, start token) read by each global stream position.
+
+        Train: epoch e = position // N visits the windows in its permuted order, the grid shifted by
+        a phase in 0..T-1 drawn from (seed, e), so epochs see different cuts of the text. Val: the
+        windows in file order, phase 0.
+        """
         n = self._windows.count
         if self.split == "val":
-            return positions % n
+            return self._windows.locate(positions % n)
         epochs, offsets = np.divmod(positions, n)
-        if epochs[0] == epochs[-1]:  # the usual case: the batch lies inside one epoch
-            return self._permutation(int(epochs[0]))(offsets)
-        out = np.empty_like(positions)
-        for e in np.unique(epochs).tolist():
+        segs = np.empty_like(positions)
+        starts = np.empty_like(positions)
+        for e in np.unique(epochs).tolist():  # one epoch, or two when a batch straddles them
             sel = epochs == e
-            out[sel] = self._permutation(int(e))(offsets[sel])
-        return out
+            phase = _derive_key("enlace-data-phase", self.seed, e) % self.context_length
+            segs[sel], starts[sel] = self._windows.locate(
+                self._permutation(int(e))(offsets[sel]), phase
+            )
+        return segs, starts
 
     def __iter__(self) -> Iterator[tuple[IntArray, IntArray]]:
         return self
@@ -431,7 +450,7 @@ class Loader:
             raise StopIteration
         first = self.samples_consumed + self.rank * B
         positions = np.arange(first, first + B, dtype=np.int64)
-        segs, starts = self._windows.locate(self.window_ids(positions))
+        segs, starts = self.locations(positions)
         batch = _assemble(self._source, segs, starts, self.context_length)
         self.samples_consumed += W * B
         return batch
