@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         "composed runs, files in another folder of configs/ with that folder's schema.",
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    check.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     keys = sub.add_parser(
         "keys",
         help="list the keys of a kind of config with type, default and description",
@@ -67,9 +70,6 @@ def _parser() -> argparse.ArgumentParser:
         "kind", nargs="?", default=RUNS_FOLDER, metavar="KIND", help="runs (default), model, ..."
     )
     keys.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-    )
-    check.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
     return parser
