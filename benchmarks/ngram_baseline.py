@@ -43,7 +43,7 @@ def witten_bell(train: np.ndarray, val: np.ndarray, order: int) -> float:
         types = (c > 0).sum(1, keepdims=True).astype(np.float64)
         lower = probs_by_order[-1].reshape(-1, V)  # context of n-2 bytes
         # the lower-order row for context (a1..a_{n-1}) is the one for (a2..a_{n-1})
-        lower_rows = np.tile(lower, (V, 1)) if n > 2 else np.tile(lower, (V, 1))
+        lower_rows = np.tile(lower, (V, 1))
         with np.errstate(invalid="ignore", divide="ignore"):
             mix = (c + types * lower_rows) / (total + types)
         mix = np.where(total > 0, mix, lower_rows)
@@ -76,7 +76,9 @@ def kneser_ney(train: np.ndarray, val: np.ndarray, order: int, d: float = 0.75) 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", default="data/smoke", help="directory with train.txt and val.txt")
     ap.add_argument("--order", type=int, default=3, choices=(1, 2, 3))
     args = ap.parse_args()

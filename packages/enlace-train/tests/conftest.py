@@ -30,16 +30,43 @@ def _reset_torch_state():
 # ----------------------------------------------------------------------------- tiny runs
 TINY_RUN: dict[str, Any] = {
     "run": {"name": "tiny"},
-    "hardware": {"name": "cpu-test", "device": "cpu", "dtype": "float32", "micro_batch_size": 2,
-                 "num_threads": 1},
-    "model": {"vocab_size": 256, "context_length": 32, "d_model": 32, "n_layers": 2, "n_heads": 2,
-              "n_kv_heads": 1, "ffn_hidden": 64},
-    "train": {"seed": 7, "max_steps": 12, "global_batch_size": 4, "lr": 3e-3, "min_lr": 3e-4,
-              "warmup_steps": 2, "decay_steps": 4, "log_every": 1, "eval_every": 4,
-              "checkpoint_every": 4, "keep_checkpoints": 3},
+    "hardware": {
+        "name": "cpu-test",
+        "device": "cpu",
+        "dtype": "float32",
+        "micro_batch_size": 2,
+        "num_threads": 1,
+    },
+    "model": {
+        "vocab_size": 256,
+        "context_length": 32,
+        "d_model": 32,
+        "n_layers": 2,
+        "n_heads": 2,
+        "n_kv_heads": 1,
+        "ffn_hidden": 64,
+    },
+    "train": {
+        "seed": 7,
+        "max_steps": 12,
+        "global_batch_size": 4,
+        "lr": 3e-3,
+        "min_lr": 3e-4,
+        "warmup_steps": 2,
+        "decay_steps": 4,
+        "log_every": 1,
+        "eval_every": 4,
+        "checkpoint_every": 4,
+        "keep_checkpoints": 3,
+    },
     # the built-in Spanish sample of enlace-data: no shared data needed
-    "data": {"kind": "bytes", "path": "no-such-dir", "fallback": "builtin", "context_length": 32,
-             "eval_batches": 2},
+    "data": {
+        "kind": "bytes",
+        "path": "no-such-dir",
+        "fallback": "builtin",
+        "context_length": 32,
+        "eval_batches": 2,
+    },
 }
 
 
@@ -84,8 +111,15 @@ def metrics_rows(run_dir: Path) -> list[dict[str, Any]]:
 def cli(*args: str, cwd: Path | None = None, **popen: Any) -> subprocess.Popen[str]:
     """`python -m enlace_train ARGS` in a subprocess (the real entry point)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "enlace_train", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "enlace_train", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 @pytest.fixture
@@ -93,5 +127,10 @@ def h():
     """The helpers above, for tests (conftest modules are not importable under importlib mode)."""
     import types
 
-    return types.SimpleNamespace(load=load, run_dir_of=run_dir_of, metrics_rows=metrics_rows, cli=cli,
-                                 deep_update=deep_update)
+    return types.SimpleNamespace(
+        load=load,
+        run_dir_of=run_dir_of,
+        metrics_rows=metrics_rows,
+        cli=cli,
+        deep_update=deep_update,
+    )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 from enlace_config.schema import HardwareConfig
-
 from enlace_train import backends
 from enlace_train.backends import setup_backend
 from enlace_train.errors import HardwareError
@@ -145,7 +144,9 @@ def test_cpu_allows_every_dtype(dtype):
 
 
 def test_cpu_compile_needs_a_cxx_compiler(monkeypatch, tmp_path):
-    profile = HardwareConfig.model_validate({"device": "cpu", "compile": True, "micro_batch_size": 2})
+    profile = HardwareConfig.model_validate(
+        {"device": "cpu", "compile": True, "micro_batch_size": 2}
+    )
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no g++, c++ or clang++
     msg = refused(profile)
@@ -153,5 +154,7 @@ def test_cpu_compile_needs_a_cxx_compiler(monkeypatch, tmp_path):
 
 
 def test_num_threads_applied():
-    setup_backend(HardwareConfig.model_validate({"device": "cpu", "num_threads": 1, "micro_batch_size": 2}))
+    setup_backend(
+        HardwareConfig.model_validate({"device": "cpu", "num_threads": 1, "micro_batch_size": 2})
+    )
     assert torch.get_num_threads() == 1

@@ -8,14 +8,23 @@ import json
 import torch
 from enlace_model import load_model
 from enlace_model.checkpoint import TRAINER_STATE_FILE
-
 from enlace_train.sample import sample_text
 from enlace_train.trainer import train
 
 
 def test_short_run_loss_falls_and_leaves_a_usable_checkpoint(write_run, h):
-    path = write_run("e2e", train={"max_steps": 30, "lr": 1e-2, "warmup_steps": 3, "decay_steps": 6,
-                                   "log_every": 5, "eval_every": 15, "checkpoint_every": 15})
+    path = write_run(
+        "e2e",
+        train={
+            "max_steps": 30,
+            "lr": 1e-2,
+            "warmup_steps": 3,
+            "decay_steps": 6,
+            "log_every": 5,
+            "eval_every": 15,
+            "checkpoint_every": 15,
+        },
+    )
     summary = train(h.load(path))
     run_dir = summary.run_dir
     rows = h.metrics_rows(run_dir)

@@ -8,7 +8,6 @@ import json
 import pytest
 import torch
 from enlace_model.checkpoint import list_checkpoints, load_state_dict
-
 from enlace_train import trainer
 from enlace_train.errors import OutOfMemory
 from enlace_train.metrics import read_metrics, truncate_metrics
@@ -36,7 +35,6 @@ def test_accumulation_k_times_b_equals_one_batch_of_k_b(write_run, h):
 
 def test_weight_decay_on_matrices_only_embeddings_by_config(h, write_run):
     from enlace_model import build_model
-
     from enlace_train.backends import setup_backend
 
     cfg = h.load(write_run("wd")).config
@@ -53,7 +51,9 @@ def test_weight_decay_on_matrices_only_embeddings_by_config(h, write_run):
     assert "embed.weight" in {names[id(p)] for p in decay["params"]}
 
 
-def test_out_of_memory_names_the_micro_batch_and_saves_nothing_half_written(write_run, h, monkeypatch):
+def test_out_of_memory_names_the_micro_batch_and_saves_nothing_half_written(
+    write_run, h, monkeypatch
+):
     real_build = trainer.build_model
     calls = {"n": 0}
 
@@ -71,7 +71,11 @@ def test_out_of_memory_names_the_micro_batch_and_saves_nothing_half_written(writ
         return model
 
     monkeypatch.setattr(trainer, "build_model", build_model_that_runs_out)
-    path = write_run("oom", hardware={"micro_batch_size": 4}, train={"global_batch_size": 8, "checkpoint_every": 1})
+    path = write_run(
+        "oom",
+        hardware={"micro_batch_size": 4},
+        train={"global_batch_size": 8, "checkpoint_every": 1},
+    )
     with pytest.raises(OutOfMemory) as info:
         train(h.load(path))
     msg = str(info.value)
@@ -84,8 +88,18 @@ def test_out_of_memory_names_the_micro_batch_and_saves_nothing_half_written(writ
 def test_init_from_starts_a_new_run_from_weights_and_optimizer(write_run, h):
     src = train(h.load(write_run("src", train={"max_steps": 6, "decay_steps": 2})))
     src_w = weights(src.run_dir)
-    path = write_run("branch", train={"max_steps": 1, "warmup_steps": 0, "decay_steps": 0, "lr": 1e-9, "min_lr": 0.0,
-                                      "init_from": str(src.run_dir), "init_optimizer": True})
+    path = write_run(
+        "branch",
+        train={
+            "max_steps": 1,
+            "warmup_steps": 0,
+            "decay_steps": 0,
+            "lr": 1e-9,
+            "min_lr": 0.0,
+            "init_from": str(src.run_dir),
+            "init_optimizer": True,
+        },
+    )
     branch = train(h.load(path))
     new_w = weights(branch.run_dir)
     for key in src_w:

@@ -16,14 +16,23 @@ from pathlib import Path
 import pytest
 import torch
 from enlace_model.checkpoint import list_checkpoints, load_state_dict
-
 from enlace_train.errors import ResumeError
 from enlace_train.trainer import train
 
-LONG = {"max_steps": 40, "warmup_steps": 4, "decay_steps": 10, "log_every": 1, "eval_every": 5,
-        "checkpoint_every": 10}
-FP16 = {"dtype": "float16", "loss_scaling": True, "grad_scaler_init_scale": 2.0**24,
-        "grad_scaler_growth_interval": 3}
+LONG = {
+    "max_steps": 40,
+    "warmup_steps": 4,
+    "decay_steps": 10,
+    "log_every": 1,
+    "eval_every": 5,
+    "checkpoint_every": 10,
+}
+FP16 = {
+    "dtype": "float16",
+    "loss_scaling": True,
+    "grad_scaler_init_scale": 2.0**24,
+    "grad_scaler_growth_interval": 3,
+}
 
 
 def rows_of(h, run_dir: Path) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
@@ -116,7 +125,9 @@ def test_float16_grad_scaler_sigterm_resume_is_bit_exact(write_run, h):
 
     train(h.load(path))
     assert_same_run(h, ref.run_dir, run_dir)
-    assert [r.get("loss_scale") for r in h.metrics_rows(run_dir)] == [r.get("loss_scale") for r in rows]
+    assert [r.get("loss_scale") for r in h.metrics_rows(run_dir)] == [
+        r.get("loss_scale") for r in rows
+    ]
 
 
 def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_used(write_run, h, caplog):
@@ -158,8 +169,15 @@ def test_allowed_changes_longer_run_and_intervals(write_run, h):
     train(h.load(path))
     with pytest.raises(ResumeError, match="may only grow"):
         train(h.load(path, "train.max_steps=6"))
-    summary = train(h.load(path, "train.max_steps=10", "train.log_every=2", "train.eval_every=5",
-                           "train.checkpoint_every=5"))
+    summary = train(
+        h.load(
+            path,
+            "train.max_steps=10",
+            "train.log_every=2",
+            "train.eval_every=5",
+            "train.checkpoint_every=5",
+        )
+    )
     assert summary.step == 10
     steps = [r["step"] for r in h.metrics_rows(summary.run_dir) if "loss" in r]
     assert steps == [1, 2, 3, 4, 5, 6, 7, 8, 10]
@@ -168,9 +186,12 @@ def test_allowed_changes_longer_run_and_intervals(write_run, h):
 def test_thread_count_change_refused_unless_forced(write_run, h):
     path = write_run("threads", train={"max_steps": 4, "decay_steps": 2})
     train(h.load(path))
-    with pytest.raises(ResumeError, match="2 CPU threads|uses 2"):
+    with pytest.raises(ResumeError, match=r"uses 2"):
         train(h.load(path, "train.max_steps=6", "hardware.num_threads=2"))
-    summary = train(h.load(path, "train.max_steps=6", "hardware.num_threads=2",
-                           "train.allow_thread_change=true"))
+    summary = train(
+        h.load(
+            path, "train.max_steps=6", "hardware.num_threads=2", "train.allow_thread_change=true"
+        )
+    )
     assert summary.step == 6
     assert "no longer bit-exact" in (summary.run_dir / "train.log").read_text()

@@ -6,7 +6,6 @@ import math
 
 import pytest
 from enlace_config.schema import TrainConfig
-
 from enlace_train.schedule import lr_at
 
 

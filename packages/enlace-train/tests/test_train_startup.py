@@ -9,7 +9,6 @@ import textwrap
 
 import pytest
 import torch
-
 from enlace_train.cli import main
 
 
@@ -31,18 +30,34 @@ def test_invalid_config_exits_2_before_torch_is_imported(tmp_path):
 
 def test_entry_point_exit_code_and_debug_traceback(tmp_path):
     missing = tmp_path / "missing.yaml"
-    proc = subprocess.run([sys.executable, "-m", "enlace_train", str(missing)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "enlace_train", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "missing.yaml" in proc.stderr and "Traceback" not in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "enlace_train", str(missing), "--debug"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "enlace_train", str(missing), "--debug"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" in proc.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_profile_on_this_cpu_only_machine_exits_2(write_run, capsys):
-    path = write_run("cuda", hardware={"name": "turing-2060", "device": "cuda", "dtype": "float16",
-                                       "loss_scaling": True, "attention": "mem_efficient"})
+    path = write_run(
+        "cuda",
+        hardware={
+            "name": "turing-2060",
+            "device": "cuda",
+            "dtype": "float16",
+            "loss_scaling": True,
+            "attention": "mem_efficient",
+        },
+    )
     assert main([str(path)]) == 2
     err = capsys.readouterr().err
     assert "turing-2060" in err and "hardware.device=cuda" in err and "cpu.yaml" in err

@@ -79,7 +79,9 @@ def _bf16_in_silicon(capability: tuple[int, int]) -> bool:
 def _why_no_cuda() -> str:
     """Tell a CPU-only machine apart from a GPU whose driver is too old for this torch build."""
     if torch.version.cuda is None:
-        return "this torch build has no CUDA support at all (a CPU-only wheel); install the CUDA build"
+        return (
+            "this torch build has no CUDA support at all (a CPU-only wheel); install the CUDA build"
+        )
     try:
         torch.cuda.init()
         reason = "torch.cuda.is_available() is False"
@@ -185,7 +187,9 @@ class Backend:
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
-        return {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}[self.hw.dtype]
+        return {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}[
+            self.hw.dtype
+        ]
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         dtype = self.autocast_dtype

@@ -27,8 +27,12 @@ def _fail(message: str, exc: BaseException | None, debug: bool, code: int = EXIT
 
 
 def _train_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="enlace-train", usage=USAGE, description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="enlace-train",
+        usage=USAGE,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("config", help="a run file, e.g. configs/runs/smoke-cpu.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -36,8 +40,10 @@ def _train_parser() -> argparse.ArgumentParser:
 
 
 def _sample_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="enlace-train sample",
-                                description="Sample text from a run's newest checkpoint (or a checkpoint directory).")
+    p = argparse.ArgumentParser(
+        prog="enlace-train sample",
+        description="Sample text from a run's newest checkpoint (or a checkpoint directory).",
+    )
     p.add_argument("run_dir", help="a run directory (runs/NAME) or one checkpoint directory")
     p.add_argument("--prompt", required=True, help="text to continue")
     p.add_argument("--max-new-tokens", type=int, default=200)
@@ -76,12 +82,18 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
     except (TrainError, DataError) as exc:
         return _fail(str(exc), exc, debug)
     except KeyboardInterrupt as exc:
-        return _fail("interrupted; the last complete checkpoint is kept (rerun to resume)", exc, debug, 130)
+        return _fail(
+            "interrupted; the last complete checkpoint is kept (rerun to resume)", exc, debug, 130
+        )
     except Exception as exc:  # a bug, not bad input: say so, and how to see the traceback
-        return _fail(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", exc, debug, 1)
+        return _fail(
+            f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", exc, debug, 1
+        )
     if summary.final_val_bpb is not None:
-        print(f"done: step {summary.step}, val loss {summary.final_val_loss:.4f}, "
-              f"val bits/byte {summary.final_val_bpb:.4f}, run directory {summary.run_dir}")
+        print(
+            f"done: step {summary.step}, val loss {summary.final_val_loss:.4f}, "
+            f"val bits/byte {summary.final_val_bpb:.4f}, run directory {summary.run_dir}"
+        )
     return 0
 
 
@@ -90,8 +102,15 @@ def sample_main(argv: Sequence[str]) -> int:
     try:
         from enlace_train.sample import sample_text
 
-        text = sample_text(ns.run_dir, ns.prompt, max_new_tokens=ns.max_new_tokens,
-                           temperature=ns.temperature, top_k=ns.top_k, top_p=ns.top_p, seed=ns.seed)
+        text = sample_text(
+            ns.run_dir,
+            ns.prompt,
+            max_new_tokens=ns.max_new_tokens,
+            temperature=ns.temperature,
+            top_k=ns.top_k,
+            top_p=ns.top_p,
+            seed=ns.seed,
+        )
     except (FileNotFoundError, ValueError) as exc:  # DataError, missing or corrupt checkpoints
         return _fail(str(exc), exc, ns.debug)
     print(text)

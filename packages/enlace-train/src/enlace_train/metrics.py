@@ -50,7 +50,10 @@ class MetricsWriter:
         self._file: TextIO = path.open("a", encoding="utf-8")
 
     def write(self, row: dict[str, Any]) -> None:
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        clean = {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in row.items()
+        }
         self._file.write(json.dumps(clean) + "\n")
         self._file.flush()
 

@@ -37,8 +37,15 @@ def sample_text(
     chunk = 0
     while len(new) < max_new_tokens:
         n = min(max_new_tokens - len(new), context - len(window))
-        out = generate(model, [window], n, temperature=temperature, top_k=top_k, top_p=top_p,
-                       seed=None if seed is None else seed + chunk)[0]
+        out = generate(
+            model,
+            [window],
+            n,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=None if seed is None else seed + chunk,
+        )[0]
         if not out:
             break
         new += out

@@ -19,9 +19,9 @@ import logging
 import math
 import signal
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -206,14 +206,25 @@ def trainer_state(
     }
 
 
-def write_tokenizer(cfg: RunConfig) -> Any:
-    """A function that puts the run's tokenizer files into a checkpoint directory."""
+def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
+    """A function that puts the run's tokenizer into a checkpoint directory, so that `sample` and
+    the export find it there. Shards without a tokenizer beside them (synthetic data): a warning
+    now, and checkpoints without a tokenizer."""
+    from enlace_data import DataError
+    from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
+
+    try:
+        tokenizer = ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
+    except DataError as exc:
+        log.warning(
+            "WARNING: no tokenizer for the checkpoints (%s); `enlace-train sample` will "
+            "need one copied in",
+            exc,
+        )
+        tokenizer = None
+    save = getattr(tokenizer, "save", None)
 
     def write(directory: Path) -> None:
-        from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
-
-        tokenizer = ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
-        save = getattr(tokenizer, "save", None)
         if save is not None:
             save(directory)
 
@@ -231,9 +242,11 @@ def _load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
 def train(resolved: Any) -> TrainSummary:
     """Run (or resume) the training described by a resolved config (enlace_config.ResolvedConfig)."""
     cfg: RunConfig = resolved.config
-    tc, hw = cfg.train, cfg.hardware
+    hw = cfg.hardware
     progress_line = Progress()
-    distributed.bind_local_device(hw.device)  # under torchrun: this rank's GPU, before any CUDA call
+    distributed.bind_local_device(
+        hw.device
+    )  # under torchrun: this rank's GPU, before any CUDA call
     backend = setup_backend(hw)  # exits through HardwareError before any data is read
     # Under torchrun, join the process group only now: every rank has checked its hardware.
     info = distributed.init_distributed(hw.device)
@@ -266,16 +279,31 @@ def _train(
     seed_everything(tc.seed)
     # --- data and model, checked against each other
     loader = build_loader(
-        cfg.data, split="train", micro_batch_size=hw.micro_batch_size, seed=tc.seed,
-        rank=rank, world_size=world_size, vocab_size=cfg.model.vocab_size,
+        cfg.data,
+        split="train",
+        micro_batch_size=hw.micro_batch_size,
+        seed=tc.seed,
+        rank=rank,
+        world_size=world_size,
+        vocab_size=cfg.model.vocab_size,
     )
-    val_loader = build_loader(cfg.data, split="val", micro_batch_size=hw.micro_batch_size, seed=tc.seed,
-                              vocab_size=cfg.model.vocab_size)
+    val_loader = build_loader(
+        cfg.data,
+        split="val",
+        micro_batch_size=hw.micro_batch_size,
+        seed=tc.seed,
+        vocab_size=cfg.model.vocab_size,
+    )
     bytes_per_token = val_loader.bytes_per_token
     val_batches = [
         (backend.to_device(x), backend.to_device(y))
-        for x, y in eval_batches(cfg.data, micro_batch_size=hw.micro_batch_size, rank=rank,
-                                 world_size=world_size, vocab_size=cfg.model.vocab_size)
+        for x, y in eval_batches(
+            cfg.data,
+            micro_batch_size=hw.micro_batch_size,
+            rank=rank,
+            world_size=world_size,
+            vocab_size=cfg.model.vocab_size,
+        )
     ]
     if loader.vocab_size > cfg.model.vocab_size:
         raise SetupError(
@@ -294,15 +322,25 @@ def _train(
     # --- the run directory: resume, init_from, or a new run
     prog = TrainProgress()
     init_from = tc.init_from
-    checkpoint = distributed.broadcast_object(latest_checkpoint(run_dir) if info.is_main else None, info)
+    checkpoint = distributed.broadcast_object(
+        latest_checkpoint(run_dir) if info.is_main else None, info
+    )
     metrics_path = run_dir / METRICS_FILE
     if checkpoint is not None:
         state = load_trainer_state(checkpoint)
         allowed = check_resume_allowed(
-            state["config"], resolved.to_dict(), dict(resolved.origins), checkpoint=checkpoint, step=state["step"]
+            state["config"],
+            resolved.to_dict(),
+            dict(resolved.origins),
+            checkpoint=checkpoint,
+            step=state["step"],
         )
-        check_threads(state["num_threads"], torch.get_num_threads(), allow_change=tc.allow_thread_change,
-                      checkpoint=checkpoint)
+        check_threads(
+            state["num_threads"],
+            torch.get_num_threads(),
+            allow_change=tc.allow_thread_change,
+            checkpoint=checkpoint,
+        )
         if distributed.is_sharded(model) or distributed.has_sharded_state(checkpoint):
             distributed.load_sharded(checkpoint, model, optimizer)  # FSDP: re-sharded on load
         else:
@@ -315,11 +353,19 @@ def _train(
         backend.set_rng_state(set_rng_state(mine["rng"]))
         if world_size_warning:
             log.warning(world_size_warning)
-        prog = TrainProgress(state["step"], state["tokens_seen"], state["skipped_steps"], state["elapsed_s"])
+        prog = TrainProgress(
+            state["step"], state["tokens_seen"], state["skipped_steps"], state["elapsed_s"]
+        )
         init_from = state.get("init_from")
         kept = truncate_metrics(metrics_path, prog.step) if info.is_main else 0
-        log.info("resuming %s from %s (step %d; metrics.jsonl cut back to %d rows)%s", cfg.run.name,
-                 checkpoint, prog.step, kept, f"; allowed changes: {'; '.join(allowed)}" if allowed else "")
+        log.info(
+            "resuming %s from %s (step %d; metrics.jsonl cut back to %d rows)%s",
+            cfg.run.name,
+            checkpoint,
+            prog.step,
+            kept,
+            f"; allowed changes: {'; '.join(allowed)}" if allowed else "",
+        )
     else:
         if info.is_main:
             truncate_metrics(metrics_path, 0)
@@ -329,16 +375,28 @@ def _train(
             if tc.init_optimizer:
                 distributed.refuse_sharded(model, "train.init_optimizer")
                 optimizer.load_state_dict(load_trainer_state(source)["optimizer"])
-            log.info("new run %s initialised from %s (weights%s; not an exact resume)", cfg.run.name,
-                     source, " and optimizer state" if tc.init_optimizer else "")
+            log.info(
+                "new run %s initialised from %s (weights%s; not an exact resume)",
+                cfg.run.name,
+                source,
+                " and optimizer state" if tc.init_optimizer else "",
+            )
     if info.is_main:
         (run_dir / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
 
     n_params = count_parameters(model, include_embeddings=False)
     log.info("run %s -> %s | %s", cfg.run.name, run_dir, backend.describe())
-    log.info("data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
-             "accumulation | %d threads", loader.description, n_params / 1e6, tc.global_batch_size,
-             cfg.data.context_length, hw.micro_batch_size, accum, torch.get_num_threads())
+    log.info(
+        "data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
+        "accumulation | %d threads",
+        loader.description,
+        n_params / 1e6,
+        tc.global_batch_size,
+        cfg.data.context_length,
+        hw.micro_batch_size,
+        accum,
+        torch.get_num_threads(),
+    )
     if prog.step >= tc.max_steps:
         log.info("run already complete at step %d (train.max_steps=%d)", prog.step, tc.max_steps)
         return TrainSummary(run_dir, prog.step, False, None, None, [], prog.elapsed_s)
@@ -351,16 +409,42 @@ def _train(
     summary = TrainSummary(run_dir, prog.step, False, None, None)
     meter = Throughput(prog.step, prog.elapsed_s, tokens_per_step)
 
+    tokenizer_files = write_tokenizer(cfg) if info.is_main else None
+
     def save(step: int) -> None:
-        state = trainer_state(progress=prog, optimizer=optimizer, scaler=scaler, loader=loader,
-                              backend=backend, resolved=resolved, init_from=init_from)
-        if info.distributed:  # rank 0 writes (FSDP: each rank its shard), with every rank's RNG/data
+        state = trainer_state(
+            progress=prog,
+            optimizer=optimizer,
+            scaler=scaler,
+            loader=loader,
+            backend=backend,
+            resolved=resolved,
+            init_from=init_from,
+        )
+        if (
+            info.distributed
+        ):  # rank 0 writes (FSDP: each rank its shard), with every rank's RNG/data
             path = distributed.save_distributed_checkpoint(
-                run_dir, step, model, optimizer, cfg.model, state, info,
-                keep=tc.keep_checkpoints, extra_files=write_tokenizer(cfg))
+                run_dir,
+                step,
+                model,
+                optimizer,
+                cfg.model,
+                state,
+                info,
+                keep=tc.keep_checkpoints,
+                extra_files=tokenizer_files,
+            )
         else:
-            path = save_checkpoint(run_dir, step, model, cfg.model, state, keep=tc.keep_checkpoints,
-                                   extra_files=write_tokenizer(cfg))
+            path = save_checkpoint(
+                run_dir,
+                step,
+                model,
+                cfg.model,
+                state,
+                keep=tc.keep_checkpoints,
+                extra_files=tokenizer_files,
+            )
         log.info("checkpoint %s", path)
 
     try:
@@ -385,7 +469,9 @@ def _train(
                 raise out_of_memory(cfg, world_size) from exc
             # unscale, clip (the norm is logged either way), step; fp16 steps with inf/nan are skipped
             scaler.unscale_(optimizer)
-            grad_norm = distributed.clip_grad_norm(model, tc.grad_clip or math.inf)  # FSDP: global norm
+            grad_norm = distributed.clip_grad_norm(
+                model, tc.grad_clip or math.inf
+            )  # FSDP: global norm
             scale_before = scaler.get_scale()
             scaler.step(optimizer)
             scaler.update()
@@ -398,25 +484,43 @@ def _train(
             stop = distributed.any_rank(bool(signals.requested), info)  # all ranks stop at one step
             if step % tc.log_every == 0 or step == tc.max_steps:  # log
                 backend.synchronize()
-                loss, z_loss = distributed.reduce_mean([(ce_sum / accum).item(), (z_sum / accum).item()], info)
-                row = {"step": step, "loss": loss, "z_loss": z_loss,
-                       "lr": lr, "grad_norm": float(grad_norm), **meter.measure(step, tc.max_steps)}
+                loss, z_loss = distributed.reduce_mean(
+                    [(ce_sum / accum).item(), (z_sum / accum).item()], info
+                )
+                row = {
+                    "step": step,
+                    "loss": loss,
+                    "z_loss": z_loss,
+                    "lr": lr,
+                    "grad_norm": float(grad_norm),
+                    **meter.measure(step, tc.max_steps),
+                }
                 log_step(row, metrics, cfg, prog, backend, scaler, flops_per_tok)
                 summary.tokens_per_s.append(row["tokens_per_s"])
             with meter.aside():  # evaluation and checkpoints are kept out of tokens/s
                 if step % tc.eval_every == 0 or step == tc.max_steps:
                     val_loss, val_bpb = evaluate(model, val_batches, backend, bytes_per_token)
-                    val_loss, val_bpb = distributed.reduce_mean([val_loss, val_bpb], info)  # all ranks' share
+                    val_loss, val_bpb = distributed.reduce_mean(
+                        [val_loss, val_bpb], info
+                    )  # all ranks' share
                     metrics.write({"step": step, "val_loss": val_loss, "val_bpb": val_bpb})
-                    log.info("step %d | val loss %.4f | val bits/byte %.4f", step, val_loss, val_bpb)
+                    log.info(
+                        "step %d | val loss %.4f | val bits/byte %.4f", step, val_loss, val_bpb
+                    )
                     summary.final_val_loss, summary.final_val_bpb = val_loss, val_bpb
                 if step % tc.checkpoint_every == 0 or step == tc.max_steps or stop:
                     save(step)
-            progress_line.update(f"[{cfg.run.name}] step {step}/{tc.max_steps} ({100 * step / tc.max_steps:.0f}%) "
-                                 f"elapsed {format_duration(prog.elapsed_s)}")
+            progress_line.update(
+                f"[{cfg.run.name}] step {step}/{tc.max_steps} ({100 * step / tc.max_steps:.0f}%) "
+                f"elapsed {format_duration(prog.elapsed_s)}"
+            )
             if stop:
-                log.info("%s received: stopped after step %d with a checkpoint; rerun the same command "
-                         "to resume", signals.requested or "a stop signal (on another rank)", step)
+                log.info(
+                    "%s received: stopped after step %d with a checkpoint; rerun the same command "
+                    "to resume",
+                    signals.requested or "a stop signal (on another rank)",
+                    step,
+                )
                 summary.stopped_by_signal = True
                 break
     finally:
@@ -471,16 +575,30 @@ def log_step(
     """Complete a logged step's row (MFU, memory, counters), append it to metrics.jsonl, print it."""
     peak = cfg.hardware.peak_flops
     row["mfu"] = flops_per_tok * row["tokens_per_s"] / peak if peak else None
-    row.update(tokens_seen=prog.tokens_seen, elapsed_s=prog.elapsed_s,
-               peak_mem_mb=backend.peak_memory_mb(), skipped_steps=prog.skipped_steps)
+    row.update(
+        tokens_seen=prog.tokens_seen,
+        elapsed_s=prog.elapsed_s,
+        peak_mem_mb=backend.peak_memory_mb(),
+        skipped_steps=prog.skipped_steps,
+    )
     if scaler.is_enabled():
         row["loss_scale"] = scaler.get_scale()
     metrics.write(row)
     log.info(
         "step %d/%d | loss %.4f | z %.2e | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %s | elapsed %s "
         "| ETA %s | peak mem %.0f MB%s",
-        row["step"], cfg.train.max_steps, row["loss"], row["z_loss"], row["lr"], row["grad_norm"],
-        row["tokens_per_s"], f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a",
-        format_duration(prog.elapsed_s), format_duration(row["eta_s"]), row["peak_mem_mb"],
-        f" | loss scale {row['loss_scale']:.0f}, skipped steps {prog.skipped_steps}" if scaler.is_enabled() else "",
+        row["step"],
+        cfg.train.max_steps,
+        row["loss"],
+        row["z_loss"],
+        row["lr"],
+        row["grad_norm"],
+        row["tokens_per_s"],
+        f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a",
+        format_duration(prog.elapsed_s),
+        format_duration(row["eta_s"]),
+        row["peak_mem_mb"],
+        f" | loss scale {row['loss_scale']:.0f}, skipped steps {prog.skipped_steps}"
+        if scaler.is_enabled()
+        else "",
     )
