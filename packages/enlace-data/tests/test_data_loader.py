@@ -358,3 +358,13 @@ def test_short_segments_keep_one_window_inside_them(tmp_path: Path) -> None:
         first, last = int(x[0, 0]), int(y[0, -1])
         k = next(i for i, e in enumerate(ends) if first < e)
         assert last == first + T and last < ends[k]
+
+
+def test_window_ids_number_each_epochs_windows_once(sources: dict[str, DataConfig]) -> None:
+    loader = build_loader(sources["shards"], micro_batch_size=1, seed=8)
+    n = loader.samples_per_epoch
+    for epoch in range(3):
+        ids = loader.window_ids(np.arange(epoch * n, (epoch + 1) * n))
+        assert sorted(ids.tolist()) == list(range(n))
+    segs, starts = loader.locations(np.arange(n))
+    assert len(set(zip(segs.tolist(), starts.tolist(), strict=True))) == n

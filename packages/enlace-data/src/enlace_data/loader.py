@@ -420,6 +420,24 @@ class Loader:
             self._perm = (epoch, Permutation(self._windows.count, key))
         return self._perm[1]
 
+    def window_ids(self, positions: IntArray) -> IntArray:
+        """The window number each global stream position reads (train: permuted per epoch; val: in
+        order). Windows are numbered 0..N-1 in segment order; see `locations` for the tokens."""
+        n = self._windows.count
+        if self.split == "val":
+            return positions % n
+        epochs, offsets = np.divmod(positions, n)
+        if epochs[0] == epochs[-1]:  # the usual case: the batch lies inside one epoch
+            return self._permutation(int(epochs[0]))(offsets)
+        out = np.empty_like(positions)
+        for e in np.unique(epochs).tolist():
+            sel = epochs == e
+            out[sel] = self._permutation(int(e))(offsets[sel])
+        return out
+
+    def _phase(self, epoch: int) -> int:
+        return _derive_key("enlace-data-phase", self.seed, epoch) % self.context_length
+
     def locations(self, positions: IntArray) -> tuple[IntArray, IntArray]:
         """(segment, start token) read by each global stream position.
 
@@ -427,18 +445,17 @@ class Loader:
         a phase in 0..T-1 drawn from (seed, e), so epochs see different cuts of the text. Val: the
         windows in file order, phase 0.
         """
-        n = self._windows.count
+        windows = self.window_ids(positions)
         if self.split == "val":
-            return self._windows.locate(positions % n)
-        epochs, offsets = np.divmod(positions, n)
+            return self._windows.locate(windows)
+        epochs = positions // self._windows.count
+        if epochs[0] == epochs[-1]:
+            return self._windows.locate(windows, self._phase(int(epochs[0])))
         segs = np.empty_like(positions)
         starts = np.empty_like(positions)
-        for e in np.unique(epochs).tolist():  # one epoch, or two when a batch straddles them
+        for e in np.unique(epochs).tolist():  # a batch straddling two epochs
             sel = epochs == e
-            phase = _derive_key("enlace-data-phase", self.seed, e) % self.context_length
-            segs[sel], starts[sel] = self._windows.locate(
-                self._permutation(int(e))(offsets[sel]), phase
-            )
+            segs[sel], starts[sel] = self._windows.locate(windows[sel], self._phase(int(e)))
         return segs, starts
 
     def __iter__(self) -> Iterator[tuple[IntArray, IntArray]]:
