@@ -178,11 +178,20 @@ def test_the_shard_loader_reads_the_build(built: tuple[Path, dict[str, Any]]) ->
     assert len(eval_batches(cfg, micro_batch_size=2)) == 2
 
 
-def test_two_workers_write_the_same_shards(built: tuple[Path, dict[str, Any]]) -> None:
+def test_two_workers_write_the_same_tokenizer_and_shards(
+    built: tuple[Path, dict[str, Any]],
+) -> None:
     root, _ = built
-    cfg = corpus_config(root, "out2", **{"encoding.workers": 2})
+    # Two worker processes, and the tokenizer trained with two threads: still the same bytes.
+    cfg = corpus_config(root, "out2", **{"encoding.workers": 2, "tokenizer.num_threads": 2})
     build_corpus(CorpusConfig.model_validate(cfg), progress=False, log=lambda *a: None)
     assert _shard_bytes(root / "out2") == _shard_bytes(root / "out")
+    # The model files differ (their trainer section records the thread count); the ids do not.
+    ids = [
+        json.loads((root / o / "manifest.json").read_text())["tokenizer_id"]
+        for o in ("out", "out2")
+    ]
+    assert ids[0] == ids[1]
 
 
 def test_rerun_is_a_no_op_and_another_config_is_refused(built: tuple[Path, dict[str, Any]]) -> None:
