@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from enlace_config.schema import ModelConfig
+from enlace_model import Transformer
 from enlace_model.checkpoint import (
     TRAINER_STATE_FILE,
     atomic_checkpoint,
@@ -149,8 +151,8 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
 def save_checkpoint(
     run_dir: Path,
     step: int,
-    model: torch.nn.Module,
-    model_cfg: Any,
+    model: Transformer,
+    model_cfg: ModelConfig,
     trainer_state: dict[str, Any],
     *,
     keep: int,

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from enlace_config.schema import RunConfig
 from enlace_data.loader import Loader, build_loader, eval_batches
-from enlace_model import build_model, count_parameters, flops_per_token
+from enlace_model import Transformer, build_model, count_parameters, flops_per_token
 from enlace_model.checkpoint import check_state_dict, load_state_dict, resolve_checkpoint
 
 from enlace_train import distributed
@@ -231,7 +231,7 @@ def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
     return write
 
 
-def _load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
+def _load_weights(model: Transformer, checkpoint: Path) -> None:
     """The checkpoint's weights into `model` (safetensors; a shape mismatch names the tensor)."""
     state = load_state_dict(checkpoint)
     check_state_dict(state, model, str(checkpoint))
