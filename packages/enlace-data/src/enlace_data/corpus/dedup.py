@@ -64,14 +64,16 @@ class NearDuplicateIndex:
         cache = self._word_cache
         if len(cache) > 2_000_000:
             cache.clear()
-        out = np.empty(len(words), dtype=np.uint64)
-        for i, w in enumerate(words):
-            h = cache.get(w)
-            if h is None:
-                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                cache[w] = h
-            out[i] = h
-        return out
+        hashes = [cache.get(w) for w in words]
+        if None in hashes:
+            for i, h in enumerate(hashes):
+                if h is None:
+                    w = words[i]
+                    h = int.from_bytes(
+                        hashlib.blake2b(w.encode(), digest_size=8).digest(), "little"
+                    )
+                    cache[w] = hashes[i] = h
+        return np.array(hashes, dtype=np.uint64)
 
     def signature(self, text: str) -> np.ndarray[Any, np.dtype[np.uint32]]:
         words = _WORD.findall(text.casefold())
@@ -87,8 +89,11 @@ class NearDuplicateIndex:
             shingles = np.unique(shingles)
             sig = np.full(self.cfg.num_perm, np.iinfo(np.uint32).max, dtype=np.uint32)
             for s in range(0, len(shingles), _CHUNK):
-                block = shingles[s : s + _CHUNK, None] * self._a[None, :] + self._b[None, :]
-                sig = np.minimum(sig, (block >> np.uint64(32)).astype(np.uint32).min(axis=0))
+                block = np.multiply.outer(shingles[s : s + _CHUNK], self._a)
+                block += self._b
+                # x >> 32 is monotonic in x: the min of the high halves is the high half of the min.
+                low = (block.min(axis=0) >> np.uint64(32)).astype(np.uint32)
+                sig = np.minimum(sig, low)
         return sig
 
     def seen_similar(self, text: str) -> bool:
