@@ -1,4 +1,4 @@
-"""The Spanish sample built into enlace-data: original text written for Enlace (about 32 KB).
+"""The Spanish sample built into enlace-data: original text written for Enlace (about 40 KB).
 
 Used when a bytes run's `data.path` does not exist and `data.fallback` is `builtin`, so the smoke
 job runs on a fresh clone with no network. Split deterministically: the train split is the text
