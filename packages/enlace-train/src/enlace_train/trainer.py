@@ -244,9 +244,8 @@ def train(resolved: Any) -> TrainSummary:
     cfg: RunConfig = resolved.config
     hw = cfg.hardware
     progress_line = Progress()
-    distributed.bind_local_device(
-        hw.device
-    )  # under torchrun: this rank's GPU, before any CUDA call
+    # under torchrun: this rank's GPU, before any CUDA call
+    distributed.bind_local_device(hw.device)
     backend = setup_backend(hw)  # exits through HardwareError before any data is read
     # Under torchrun, join the process group only now: every rank has checked its hardware.
     info = distributed.init_distributed(hw.device)
@@ -421,9 +420,8 @@ def _train(
             resolved=resolved,
             init_from=init_from,
         )
-        if (
-            info.distributed
-        ):  # rank 0 writes (FSDP: each rank its shard), with every rank's RNG/data
+        # torchrun: rank 0 writes (FSDP: each rank its shard), with every rank's RNG and data state
+        if info.distributed:
             path = distributed.save_distributed_checkpoint(
                 run_dir,
                 step,
