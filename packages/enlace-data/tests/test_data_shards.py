@@ -212,3 +212,33 @@ def test_inspect_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert cli_main(["inspect", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "wrong magic" in err and "train_000000.shard" in err and "Traceback" not in err
+
+
+def test_thousands_of_shards_hold_few_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # durability is not under test here
+    for i in range(1500):
+        write_shard(
+            tmp_path / shard_name("train", i),
+            np.arange(40) + i,
+            vocab_size=2000,
+            tokenizer_id="t",
+            text_bytes=40,
+        )
+    write_shard(
+        tmp_path / shard_name("val", 0),
+        np.arange(40),
+        vocab_size=2000,
+        tokenizer_id="t",
+        text_bytes=40,
+    )
+    fds_before = len(os.listdir("/proc/self/fd"))
+    for reader in ("pread", "mmap"):
+        loader = build_loader(_cfg(tmp_path), micro_batch_size=8, seed=0, max_open=4, reader=reader)
+        assert loader.samples_per_epoch == 1500 * 4  # (80 - 16) // 16 windows per shard
+        for _ in range(50):
+            next(loader)
+        assert len(os.listdir("/proc/self/fd")) <= fds_before + 4
+        loader.close()
+    assert len(os.listdir("/proc/self/fd")) == fds_before
