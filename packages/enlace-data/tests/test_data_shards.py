@@ -221,17 +221,17 @@ def test_thousands_of_shards_hold_few_descriptors(
     for i in range(1500):
         write_shard(
             tmp_path / shard_name("train", i),
-            np.arange(40) + i,
+            np.arange(80) + i,
             vocab_size=2000,
             tokenizer_id="t",
-            text_bytes=40,
+            text_bytes=80,
         )
     write_shard(
         tmp_path / shard_name("val", 0),
-        np.arange(40),
+        np.arange(80),
         vocab_size=2000,
         tokenizer_id="t",
-        text_bytes=40,
+        text_bytes=80,
     )
     fds_before = len(os.listdir("/proc/self/fd"))
     for reader in ("pread", "mmap"):
