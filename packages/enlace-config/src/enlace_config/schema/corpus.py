@@ -167,7 +167,9 @@ class EncodingConfig(StrictModel):
         "after it.",
     )
     workers: PositiveInt = Field(
-        default=2, description="Encoding processes (1: encode in the main process)."
+        default=2,
+        description="Worker processes, for cleaning and MinHash signatures and for encoding (1: "
+        "all in the main process). The output does not depend on it.",
     )
     batch_chars: PositiveInt = Field(
         default=1_000_000, description="Characters of text sent to a worker at a time."

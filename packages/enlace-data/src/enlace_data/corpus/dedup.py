@@ -97,7 +97,10 @@ class NearDuplicateIndex:
         return sig
 
     def seen_similar(self, text: str) -> bool:
-        sig = self.signature(text)
+        return self.seen_similar_signature(self.signature(text))
+
+    def seen_similar_signature(self, sig: np.ndarray[Any, np.dtype[np.uint32]]) -> bool:
+        """Whether a document with a similar signature came before; remembers `sig` if not."""
         r = self.rows
         keys = [sig[i * r : (i + 1) * r].tobytes() for i in range(self.bands)]
         checked: set[int] = set()

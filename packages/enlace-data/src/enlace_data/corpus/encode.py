@@ -21,18 +21,16 @@ an uninterrupted build writes.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from enlace_data.corpus.parallel import OrderedPool
 from enlace_data.errors import DataError
 from enlace_data.shards import ShardWriter, shard_name
 from enlace_data.tokenizer import Tokenizer
@@ -47,6 +45,10 @@ _shards_finished_in_process = [0]  # for the CRASH_ENV hook
 def _init_worker(model_path: str) -> None:
     global _worker_tok
     _worker_tok = Tokenizer.from_file(model_path)
+
+
+def _no_init(*args: object) -> None:
+    pass
 
 
 def _encode_texts(
@@ -135,36 +137,20 @@ class Encoder:
     `workers` processes (started once, shared by both splits)."""
 
     def __init__(self, tok: Tokenizer, model_path: Path, workers: int) -> None:
-        self.tok = tok
-        self.workers = workers
-        self.pool: Pool | None = None
-        if workers > 1:
-            ctx = multiprocessing.get_context("spawn")
-            self.pool = ctx.Pool(workers, initializer=_init_worker, initargs=(str(model_path),))
+        global _worker_tok
+        _worker_tok = tok  # used in this process when workers == 1
+        self.pool = OrderedPool(
+            workers, _init_worker if workers > 1 else _no_init, (str(model_path),)
+        )
 
     def map(
         self, batches: Iterator[Batch]
     ) -> Iterator[tuple[Batch, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
-        if self.pool is None:
-            for b in batches:
-                flat, ends = _encode_texts(self.tok, b.texts)
-                yield b, flat, ends
-            return
-        pending: deque[tuple[Batch, AsyncResult[Any]]] = deque()
-        for b in batches:
-            pending.append((b, self.pool.apply_async(_worker_encode, (b.texts,))))
-            if len(pending) >= 2 * self.workers:
-                done, res = pending.popleft()
-                yield done, *res.get()
-        while pending:
-            done, res = pending.popleft()
-            yield done, *res.get()
+        for b, (flat, ends) in self.pool.map(_worker_encode, batches, send=lambda b: b.texts):
+            yield b, flat, ends
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-            self.pool = None
+        self.pool.close()
 
 
 def remove_stale_temporaries(out_dir: Path) -> int:

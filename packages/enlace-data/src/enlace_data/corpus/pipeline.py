@@ -29,7 +29,7 @@ from typing import Any
 from enlace_config.schema.corpus import CorpusConfig
 from tqdm import tqdm
 
-from enlace_data.corpus.cleaning import FILTERS, clean_text, filter_reason, normalised_key_text
+from enlace_data.corpus.cleaning import FILTERS
 from enlace_data.corpus.dedup import NearDuplicateIndex
 from enlace_data.corpus.encode import (
     Encoder,
@@ -37,6 +37,7 @@ from enlace_data.corpus.encode import (
     encode_split,
     remove_stale_temporaries,
 )
+from enlace_data.corpus.parallel import OrderedPool, init_prepare_worker, prepare_batch
 from enlace_data.corpus.report import build_report, write_report
 from enlace_data.corpus.sources import SourceReader, resolve_source_files
 from enlace_data.errors import DataError
@@ -75,6 +76,19 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _raw_batches(reader: SourceReader, batch_chars: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for raw in reader:
+        batch.append(raw.text)
+        size += len(raw.text)
+        if size >= batch_chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def _counter() -> dict[str, int]:
@@ -133,7 +147,14 @@ class CorpusBuild:
         extreme: dict[str, tuple[float, str] | None] = {"train": None, "val": None}
         t0 = time.perf_counter()
         bar = tqdm(desc="prepare", unit="B", unit_scale=True, disable=self.progress_disabled)
+        # Cleaning, filters, keys and MinHash signatures in the workers; decisions here, in order.
+        pool: OrderedPool | None = None
         try:
+            pool = OrderedPool(
+                cfg.encoding.workers,
+                init_prepare_worker,
+                (cfg.cleaning.model_dump(), cfg.dedup.model_dump() if near is not None else None),
+            )
             for i, source in enumerate(cfg.sources):
                 reader = SourceReader(source, i, cfg.cleaning, self.config_file)
                 st: dict[str, Any] = {
@@ -146,46 +167,48 @@ class CorpusBuild:
                     "val": {**_counter(), "words": 0},
                 }
                 last = 0
-                for raw in reader:
+                for _, results in pool.map(
+                    prepare_batch, _raw_batches(reader, cfg.encoding.batch_chars)
+                ):
                     bar.update(reader.stats.bytes - last)
                     last = reader.stats.bytes
-                    text = clean_text(raw.text)
-                    nbytes = len(text.encode("utf-8"))
-                    reason = filter_reason(text, cfg.cleaning)
-                    if reason is None:
-                        st["cleaned"]["docs"] += 1
-                        st["cleaned"]["bytes"] += nbytes
-                        key_text = normalised_key_text(text)
-                        key = hashlib.blake2b(key_text.encode(), digest_size=16).digest()
-                        if cfg.dedup.exact and key in exact:
-                            reason = "exact_duplicate"
-                        elif near is not None and near.seen_similar(text):
-                            reason = "near_duplicate"
-                        exact.add(key)
-                    if reason is not None:
-                        st["dropped"][reason]["docs"] += 1
-                        st["dropped"][reason]["bytes"] += nbytes
-                        continue
-                    st["deduped"]["docs"] += 1
-                    st["deduped"]["bytes"] += nbytes
-                    u = _unit(cfg.split.salt, key)
-                    split = "val" if u < cfg.split.val_fraction else "train"
-                    reps = 1
-                    if split == "train":
-                        w = source.weight
-                        reps = int(w) + (1 if _unit("weight", key) < w - int(w) else 0)
-                    line = json.dumps(
-                        {"s": i, "t": text, "r": reps, "k": key.hex()}, ensure_ascii=False
-                    )
-                    files[split].write(line + "\n")
-                    st[split]["docs"] += 1
-                    st[split]["bytes"] += nbytes
-                    st[split]["words"] += len(text.split())
-                    # Remember the document nearest the split boundary, in case a split is empty.
-                    score = u if split == "train" else -u
-                    e = extreme[split]
-                    if e is None or score < e[0]:
-                        extreme[split] = (score, line)
+                    for text, nbytes, reason, key, sig in results:
+                        if reason is None:
+                            st["cleaned"]["docs"] += 1
+                            st["cleaned"]["bytes"] += nbytes
+                            if cfg.dedup.exact and key in exact:
+                                reason = "exact_duplicate"
+                            elif (
+                                near is not None
+                                and sig is not None
+                                and near.seen_similar_signature(sig)
+                            ):
+                                reason = "near_duplicate"
+                            exact.add(key)
+                        if reason is not None:
+                            st["dropped"][reason]["docs"] += 1
+                            st["dropped"][reason]["bytes"] += nbytes
+                            continue
+                        st["deduped"]["docs"] += 1
+                        st["deduped"]["bytes"] += nbytes
+                        u = _unit(cfg.split.salt, key)
+                        split = "val" if u < cfg.split.val_fraction else "train"
+                        reps = 1
+                        if split == "train":
+                            w = source.weight
+                            reps = int(w) + (1 if _unit("weight", key) < w - int(w) else 0)
+                        line = json.dumps(
+                            {"s": i, "t": text, "r": reps, "k": key.hex()}, ensure_ascii=False
+                        )
+                        files[split].write(line + "\n")
+                        st[split]["docs"] += 1
+                        st[split]["bytes"] += nbytes
+                        st[split]["words"] += len(text.split())
+                        # The document nearest the split boundary, in case a split stays empty.
+                        score = u if split == "train" else -u
+                        e = extreme[split]
+                        if e is None or score < e[0]:
+                            extreme[split] = (score, line)
                 st["read"] = reader.stats.__dict__.copy()
                 stats[source.name] = st
         except BaseException:
@@ -198,6 +221,8 @@ class CorpusBuild:
             raise
         finally:
             bar.close()
+            if pool is not None:
+                pool.close()
         for f in files.values():
             f.close()
         total = {s: sum(v[s]["docs"] for v in stats.values()) for s in SPLITS}
@@ -219,7 +244,7 @@ class CorpusBuild:
             "fingerprint": fp,
             "seconds": round(time.perf_counter() - t0, 3),
             "sources": stats,
-            "near_dedup": {"bands": near.bands, "rows": near.rows} if near else None,
+            "near_dedup": {"bands": near.bands, "rows": near.rows} if near is not None else None,
         }
         _write_json(state_file, result)
         return result
