@@ -292,40 +292,84 @@ def _rank_of(pid: int) -> int | None:
     return ranks[0] if ranks else None
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the ranks")
-def test_a_killed_rank_ends_the_job(work: Path) -> None:
-    """SIGKILL one rank mid-run: the job must end (torchrun tears the other down), not hang."""
-    run_file = write_run(
-        work,
-        "killed",
-        max_steps=100_000,
-        checkpoint_every=100_000,
-        eval_every=100_000,
-        decay_steps=0,
-    )
-    metrics = work / "runs" / "killed" / "metrics.jsonl"
-    with (work / "killed.out").open("w") as out:
-        proc = subprocess.Popen(
-            torchrun_args("-m", "enlace_train", str(run_file)),
-            cwd=work,
-            env=env_for(work),
-            stdout=out,
-            stderr=subprocess.STDOUT,
+class LongRun:
+    """A 2-rank `torchrun -m enlace_train` that would run for hours: stopped by the test."""
+
+    def __init__(self, work: Path, name: str) -> None:
+        self.work, self.name = work, name
+        self.run_file = write_run(
+            work,
+            name,
+            max_steps=100_000,
+            checkpoint_every=100_000,
+            eval_every=100_000,
+            decay_steps=0,
         )
-        try:
-            deadline = time.monotonic() + 240
-            while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
-                assert proc.poll() is None, (work / "killed.out").read_text()[-3000:]
-                assert time.monotonic() < deadline, "the 2-rank run never started training"
-                time.sleep(0.2)
-            workers = {_rank_of(p): p for p in _children(proc.pid)}
-            assert set(workers) == {0, 1}, workers
-            os.kill(workers[1], signal.SIGKILL)
-            code = proc.wait(timeout=120)  # a hang fails here instead of blocking the suite
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        self.run_dir = work / "runs" / name
+        self.output = work / f"{name}.out"
+
+    def start(self) -> subprocess.Popen[bytes]:
+        with self.output.open("a") as out:
+            return subprocess.Popen(
+                torchrun_args("-m", "enlace_train", str(self.run_file)),
+                cwd=self.work,
+                env=env_for(self.work),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait_for_step(self, proc: subprocess.Popen[bytes], step: int) -> None:
+        deadline = time.monotonic() + 240
+        while not any(r.get("step", 0) >= step for r in self.rows()):
+            assert proc.poll() is None, self.output.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the 2-rank run never got there"
+            time.sleep(0.2)
+
+    def rows(self) -> list[dict[str, Any]]:
+        metrics = self.run_dir / "metrics.jsonl"
+        text = metrics.read_text() if metrics.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the ranks")
+def test_signal_stop_resume_and_a_killed_rank(work: Path) -> None:
+    """SIGTERM to torchrun: every rank stops after the same step with one checkpoint. Rerun: it
+    resumes there. SIGKILL one rank: the job ends (torchrun tears the other down), no hang."""
+    job = LongRun(work, "stopped")
+    proc = job.start()
+    try:
+        job.wait_for_step(proc, 3)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    (checkpoint,) = (job.run_dir / "checkpoints").iterdir()
+    step = int(checkpoint.name.removeprefix("step_"))
+    assert (
+        f"SIGTERM received: stopped after step {step} with a checkpoint"
+        in (job.run_dir / "train.log").read_text()
+    )
+    state = torch.load(checkpoint / "trainer_state.pt", map_location="cpu", weights_only=True)
+    assert state["step"] == step == job.rows()[-1]["step"]
+    consumed = [s["loader"]["samples_consumed"] for s in state["rank_states"]]
+    assert consumed == [4 * step, 4 * step]  # both ranks stopped after the same step
+
+    proc = job.start()  # the same command again: resumes from that checkpoint
+    try:
+        job.wait_for_step(proc, step + 3)
+        workers = {_rank_of(p): p for p in _children(proc.pid)}
+        assert set(workers) == {0, 1}, workers
+        os.kill(workers[1], signal.SIGKILL)
+        code = proc.wait(timeout=120)  # a hang fails here instead of blocking the suite
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert code != 0
     assert not Path(f"/proc/{workers[0]}").exists() or _rank_of(workers[0]) is None
-    assert "enlace_train" in (work / "killed.out").read_text()  # torchrun's failure report
+    assert "exitcode  : -9" in job.output.read_text()  # torchrun's failure report names it
+    steps = [r["step"] for r in job.rows() if "loss" in r]
+    assert steps == list(range(1, len(steps) + 1))  # resumed at step + 1, no step twice
+    assert f"from {checkpoint}" in (job.run_dir / "train.log").read_text()

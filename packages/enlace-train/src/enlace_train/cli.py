@@ -8,6 +8,7 @@ paragraph and exit 2; `--debug` shows the traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -89,7 +90,7 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
         return _fail(
             f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", exc, debug, 1
         )
-    if summary.final_val_bpb is not None:
+    if summary.final_val_bpb is not None and os.environ.get("RANK", "0") == "0":  # torchrun: once
         print(
             f"done: step {summary.step}, val loss {summary.final_val_loss:.4f}, "
             f"val bits/byte {summary.final_val_bpb:.4f}, run directory {summary.run_dir}"

@@ -32,6 +32,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -228,7 +230,7 @@ def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn
         # Buffers (the rotary tables) are computed from the config, identical on every rank: no
         # need to broadcast them before each forward (newer torch renamed the keyword).
         params = inspect.signature(DistributedDataParallel.__init__).parameters
-        no_buffer_sync = (
+        no_buffer_sync: dict[str, Any] = (
             {"forward_sync_buffers": False}
             if "forward_sync_buffers" in params
             else {"broadcast_buffers": False}
@@ -259,10 +261,13 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 
 def is_sharded(model: nn.Module) -> bool:
-    """Whether FSDP2 shards this model's parameters."""
-    from torch.distributed.fsdp import FSDPModule
+    """Whether FSDP2 shards this model's parameters.
 
-    return isinstance(model, FSDPModule)
+    Never imports FSDP (seconds of start-up): if nothing imported it, nothing was sharded.
+    """
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    module_class = getattr(fsdp, "FSDPModule", None)
+    return module_class is not None and isinstance(model, module_class)
 
 
 @contextmanager
@@ -272,18 +277,18 @@ def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
     Accumulation micro-steps run with ``enabled=False`` and the last one with ``True``, so the
     gradients are reduced once per optimizer step. Plain modules ignore it.
     """
-    from torch.distributed.fsdp import FSDPModule
     from torch.nn.parallel import DistributedDataParallel
 
     if isinstance(model, DistributedDataParallel):
         with nullcontext() if enabled else model.no_sync():
             yield
-    elif isinstance(model, FSDPModule):
-        model.set_requires_gradient_sync(enabled)
+    elif is_sharded(model):
+        sharded: Any = model  # an FSDPModule
+        sharded.set_requires_gradient_sync(enabled)
         try:
             yield
         finally:
-            model.set_requires_gradient_sync(True)
+            sharded.set_requires_gradient_sync(True)
     else:
         yield
 
@@ -569,7 +574,11 @@ def load_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optim
         )
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optimizer": optim_sd}
-    load(state, checkpoint_id=Path(directory) / SHARDED_DIR)
+    with warnings.catch_warnings():
+        # Without a process group (a single process resuming an FSDP run) DCP says it assumes a
+        # single-process load: that is the intent here.
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        load(state, checkpoint_id=Path(directory) / SHARDED_DIR)
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"]
     )
