@@ -131,7 +131,7 @@ class _Source:
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        """Release open files; reading again reopens them (bytes: one small map, kept)."""
 
 
 class _BytesSource(_Source):
@@ -161,9 +161,6 @@ class _BytesSource(_Source):
 
     def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
         out[:] = self._data[start : start + out.shape[0]]
-
-    def close(self) -> None:
-        self._data = np.empty(0, dtype=np.uint8)
 
 
 class _ShardSource(_Source):
