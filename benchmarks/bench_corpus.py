@@ -3,10 +3,11 @@
 1. Encoding throughput, MB of text per second, on the cleaned es-pd books: the pipeline's encoder
    (shards written, 1 and 2 worker processes) side by side with a plain single-process
    SentencePiece loop (`sp.encode(doc)` per document, nothing written). Interleaved repeats, medians.
-2. Peak RSS of whole builds (`enlace-data corpus`, 2 workers) on the es-pd books as they are, on
-   one distinct variant of them (each paragraph's words deterministically shuffled, so that
-   deduplication keeps it) and on ten variants (10x the text): it should stay flat. Each build runs
-   in its own process, which reports its own peak RSS and its worker processes' peak.
+2. Peak RSS and stage times of whole builds (`build_corpus`, as `enlace-data corpus` runs it): the
+   es-pd books as they are with 1 and 2 workers; then, with 2 workers, one distinct variant of them
+   (each paragraph's words deterministically shuffled, so that deduplication keeps it) and ten
+   variants (10x the text). Peak RSS should stay flat. Each build runs in its own process, which
+   reports its own peak RSS and its worker processes' peak.
 
     uv run python benchmarks/bench_corpus.py                 # both
     uv run python benchmarks/bench_corpus.py --only encode   # or --only rss
@@ -177,7 +178,7 @@ def main() -> None:
         if args.only in (None, "encode"):
             bench_encode(docs, args.vocab, args.repeats, tmp / "enc")
         if args.only in (None, "rss"):
-            print("peak RSS of whole builds (2 workers, tokenizer sample 4 M chars):")
+            print("whole builds (tokenizer sample 4 M chars):")
             bench_rss(docs, books, tmp, args.vocab)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
