@@ -49,6 +49,11 @@ sq() {
   printf "'%s'" "$s"
 }
 
+# A scratch directory, removed on exit.
+scratch=""
+new_scratch() { scratch=$(mktemp -d); }
+trap '[[ -z $scratch ]] || rm -rf -- "$scratch"' EXIT
+
 # Same name rule as enlace-config's run.name (RUN_NAME_PATTERN); "." and ".." are never names.
 valid_run_name() { [[ $1 =~ ^[A-Za-z0-9._-]+$ && $1 != . && $1 != .. ]]; }
 
@@ -357,6 +362,7 @@ pane_script='
 log=$1 state=$2
 shift 2
 trap : TERM
+export PYTHONUNBUFFERED=1  # the log shows each line as it is printed, not in 8 KB blocks
 { printf "[remote.sh] %s start: uv run enlace-train" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf " %q" "$@"; echo; } | tee -a "$log"
 uv run enlace-train "$@" 2>&1 | (trap "" TERM; exec tee -a "$log")
 rc=${PIPESTATUS[0]}
@@ -387,11 +393,9 @@ cmd_run() {
   esac
 
   # 1. Validate locally: enlace-config prints every problem and exits 2 on a bad config.
-  local tmp
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
+  new_scratch
   local rc=0
-  (cd "$root" && uv run -q enlace-config show "$rel" "${overrides[@]}") >"$tmp/resolved.yaml" || rc=$?
+  (cd "$root" && uv run -q enlace-config show "$rel" "${overrides[@]}") >"$scratch/resolved.yaml" || rc=$?
   if ((rc)); then
     die 2 "run: $rel ${overrides[*]}: the config is not valid (enlace-config above); nothing was sent"
   fi
@@ -401,8 +405,8 @@ cmd_run() {
   } < <(cd "$root" && uv run -q python -c '
 import sys, yaml
 run = (yaml.safe_load(open(sys.argv[1], encoding="utf-8")) or {}).get("run") or {}
-sys.stdout.write(f"{run.get(\"name\", \"\")}\0{run.get(\"out_dir\", \"\")}\0")
-' "$tmp/resolved.yaml") || die 1 "run: could not read run.name and run.out_dir from enlace-config's output"
+sys.stdout.write(str(run.get("name", "")) + "\0" + str(run.get("out_dir", "")) + "\0")
+' "$scratch/resolved.yaml") || die 1 "run: could not read run.name and run.out_dir from enlace-config's output"
   valid_run_name "$name" || die 2 "run: run.name $name is not a valid run name ([A-Za-z0-9._-])"
   [[ -n $out_dir && $out_dir != *$'\n'* ]] || die 2 "run: run.out_dir $out_dir is not usable"
 
@@ -410,8 +414,8 @@ sys.stdout.write(f"{run.get(\"name\", \"\")}\0{run.get(\"out_dir\", \"\")}\0")
   connect
   local here there
   here=$(cd "$root" && bash -c "$REMOTE_CONFIGS_HASH")
-  remote "$REMOTE_CONFIGS_HASH" >"$tmp/remote-hash" || exit 1
-  there=$(<"$tmp/remote-hash")
+  remote "$REMOTE_CONFIGS_HASH" >"$scratch/remote-hash" || exit 1
+  there=$(<"$scratch/remote-hash")
   [[ $here == "$there" ]] ||
     die 1 "run: configs/ on the remote differs from yours: run scripts/remote.sh sync first (nothing was started)"
 
@@ -559,11 +563,11 @@ cmd_pull() {
   valid_run_name "$name" || die 2 "pull: $name is not a run name ([A-Za-z0-9._-])"
   [[ -n $dest ]] || dest=$root/runs/$name
   connect
-  local info out_dir ckpt
-  info=$(mktemp)
-  trap 'rm -f "$info"' EXIT
-  remote "$REMOTE_PULL_INFO" "$name" >"$info" || exit 1
-  { IFS= read -r -d '' out_dir && IFS= read -r -d '' ckpt; } <"$info" || die 1 "pull: unexpected answer from the remote"
+  local out_dir ckpt
+  new_scratch
+  remote "$REMOTE_PULL_INFO" "$name" >"$scratch/info" || exit 1
+  { IFS= read -r -d '' out_dir && IFS= read -r -d '' ckpt; } <"$scratch/info" ||
+    die 1 "pull: unexpected answer from the remote"
   local base
   if [[ $out_dir == /* ]]; then base=$out_dir; else base=$rdir/$out_dir; fi
   local files=(metrics.jsonl config.yaml train.log console.log) srcs=() f
