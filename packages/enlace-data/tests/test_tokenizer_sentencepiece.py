@@ -63,6 +63,13 @@ def test_round_trip_is_lossless_for_any_nfc_text(tok: Tokenizer, text: str) -> N
     assert all(0 <= i < tok.vocab_size for i in ids)
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from(" \n\t\r▁añ¿¡😀1"), max_size=60))
+def test_round_trip_of_runs_of_spaces_newlines_and_u2581(tok: Tokenizer, text: str) -> None:
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.decode(tok.encode_batch([text, text + "x"])[1]) == text + "x"
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet=alphabet, max_size=60))
 def test_unigram_round_trip(unigram: Tokenizer, text: str) -> None:
