@@ -368,3 +368,30 @@ def test_window_ids_number_each_epochs_windows_once(sources: dict[str, DataConfi
         assert sorted(ids.tolist()) == list(range(n))
     segs, starts = loader.locations(np.arange(n))
     assert len(set(zip(segs.tolist(), starts.tolist(), strict=True))) == n
+
+
+@pytest.mark.parametrize("block", [1, 7, 4096])
+def test_order_blocks_match_the_permutation(
+    sources: dict[str, DataConfig], monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    import enlace_data.loader as loader_module
+
+    monkeypatch.setattr(loader_module, "ORDER_BLOCK", block)
+    for batch in (1, 4, 16):
+        loader = build_loader(sources["shards"], micro_batch_size=batch, seed=11)
+        n = loader.samples_per_epoch
+        expected = np.concatenate(
+            [loader._permutation(e)(np.arange(n)) for e in range(4)]  # type: ignore[attr-defined]
+        )
+        got = np.concatenate(
+            [loader.window_ids(np.arange(i, min(i + batch, 4 * n))) for i in range(0, 4 * n, batch)]
+        )
+        np.testing.assert_array_equal(got, expected)
+    # and resuming mid-block gives the same batches
+    reference = _take(build_loader(sources["bytes"], micro_batch_size=3, seed=1), 40)
+    first = build_loader(sources["bytes"], micro_batch_size=3, seed=1)
+    _take(first, 23)
+    resumed = build_loader(sources["bytes"], micro_batch_size=3, seed=1)
+    resumed.load_state_dict(first.state_dict())
+    for (x, _), (rx, _) in zip(_take(resumed, 17), reference[23:], strict=True):
+        np.testing.assert_array_equal(x, rx)

@@ -57,6 +57,7 @@ from enlace_data.shards import Shard, list_shards, open_shards
 Split = Literal["train", "val"]
 Reader = Literal["pread", "mmap"]
 STATE_FORMAT = 1
+ORDER_BLOCK = 4096  # positions of an epoch whose order is computed (and cached) at once
 _U64 = np.uint64
 _M1 = _U64(0xBF58476D1CE4E5B9)
 _M2 = _U64(0x94D049BB133111EB)
@@ -401,6 +402,7 @@ class Loader:
         self.vocab_size = source.vocab_size
         self.tokenizer_id = source.tokenizer_id
         self._perm: tuple[int, Permutation] | None = None
+        self._blocks: dict[tuple[int, int], IntArray] = {}
 
     @property
     def samples_per_epoch(self) -> int:
@@ -417,6 +419,20 @@ class Loader:
             self._perm = (epoch, Permutation(self._windows.count, key))
         return self._perm[1]
 
+    def _order_block(self, epoch: int, block: int) -> IntArray:
+        """Window ids of epoch positions [block*K, (block+1)*K), computed together and cached:
+        vectorising the permutation over K positions costs about as much as over one batch."""
+        key = (epoch, block)
+        ids = self._blocks.get(key)
+        if ids is None:
+            n, K = self._windows.count, ORDER_BLOCK
+            offsets = np.arange(block * K, min((block + 1) * K, n), dtype=np.int64)
+            ids = self._permutation(epoch)(offsets)
+            if len(self._blocks) >= 2:  # the current block and the next are all a batch needs
+                self._blocks.pop(next(iter(self._blocks)))
+            self._blocks[key] = ids
+        return ids
+
     def window_ids(self, positions: IntArray) -> IntArray:
         """The window number each global stream position reads (train: permuted per epoch; val: in
         order). Windows are numbered 0..N-1 in segment order; see `locations` for the tokens."""
@@ -424,12 +440,15 @@ class Loader:
         if self.split == "val":
             return positions % n
         epochs, offsets = np.divmod(positions, n)
-        if epochs[0] == epochs[-1]:  # the usual case: the batch lies inside one epoch
-            return self._permutation(int(epochs[0]))(offsets)
+        blocks = offsets // ORDER_BLOCK
+        if epochs[0] == epochs[-1] and blocks[0] == blocks[-1]:  # the usual case
+            return self._order_block(int(epochs[0]), int(blocks[0]))[
+                offsets - blocks[0] * ORDER_BLOCK
+            ]
         out = np.empty_like(positions)
-        for e in np.unique(epochs).tolist():
-            sel = epochs == e
-            out[sel] = self._permutation(int(e))(offsets[sel])
+        for e, b in sorted({(int(e), int(b)) for e, b in zip(epochs, blocks, strict=True)}):
+            sel = (epochs == e) & (blocks == b)
+            out[sel] = self._order_block(e, b)[offsets[sel] - b * ORDER_BLOCK]
         return out
 
     def _phase(self, epoch: int) -> int:
