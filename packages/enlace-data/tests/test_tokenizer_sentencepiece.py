@@ -170,6 +170,14 @@ def test_a_model_that_would_change_text_is_refused(tmp_path: Path) -> None:
         Tokenizer.from_file(tmp_path / "junk.model")
 
 
+def test_long_lines_are_not_lost_to_training() -> None:
+    # One 40 KB line (a jsonl document without newlines): SentencePiece would skip it whole.
+    words = " ".join(_lines()).split()
+    line = " ".join(words)[:40000]
+    small = train_tokenizer([line], vocab_size=VOCAB, max_sentence_length=4096)
+    assert len(small.encode(line)) < len(line.encode()) / 2
+
+
 def test_bad_vocab_sizes() -> None:
     with pytest.raises(ValueError, match="65536"):
         train_tokenizer(["hola"], vocab_size=70000)

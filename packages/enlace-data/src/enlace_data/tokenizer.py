@@ -213,9 +213,20 @@ def train_tokenizer(
         raise ValueError(f"vocab_size {vocab_size} is below the fixed tokens ({min_vocab})")
     counted = [0]
 
+    # SentencePiece skips (silently) sentences longer than max_sentence_length bytes: cut long
+    # lines at a space into pieces that fit even at 4 bytes per character.
+    limit = max(16, max_sentence_length // 4)
+
     def sentences() -> Iterable[str]:
         for line in lines:
             line = line.replace(META, " ").replace("\n", " ")
+            while len(line) > limit:
+                cut = line.rfind(" ", limit // 2, limit)
+                cut = cut if cut > 0 else limit
+                head, line = line[:cut], line[cut:]
+                if head.strip():
+                    counted[0] += 1
+                    yield head
             if line.strip():
                 counted[0] += 1
                 yield line
