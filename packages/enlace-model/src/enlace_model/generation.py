@@ -154,6 +154,7 @@ def generate_stream(
             idx, cache, 0, None if positions is None else positions[:, :P], prefill_mask
         )  # (B, V)
         alive = [True] * B
+        tables = model.decode_tables() if model.decode_fast_path() else None
         step_ids = torch.empty(B, 1, dtype=torch.long, device=device)  # reused every step
         for step in range(max_new_tokens):
             nxt = sample_next(
@@ -169,14 +170,20 @@ def generate_stream(
             if not any(alive) or step == max_new_tokens - 1:
                 return
             s = P + step  # the cache slot of this new token
-            step_ids.copy_(nxt.view(B, 1))
-            logits = model.forward_cached(
-                step_ids,
-                cache,
-                s,
-                None if positions is None else positions[:, s : s + 1],
-                None if key_mask is None else key_mask[..., : s + 1],
-            )
+            step_mask = None if key_mask is None else key_mask[..., : s + 1]  # (B, 1, 1, s+1)
+            if tables is not None:
+                logits = model.decode_step(
+                    nxt, cache, s, tables, None if positions is None else positions[:, s], step_mask
+                )
+            else:
+                step_ids.copy_(nxt.view(B, 1))
+                logits = model.forward_cached(
+                    step_ids,
+                    cache,
+                    s,
+                    None if positions is None else positions[:, s : s + 1],
+                    step_mask,
+                )
 
 
 def generate(

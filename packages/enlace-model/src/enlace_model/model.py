@@ -84,6 +84,21 @@ _SDPA_BACKENDS: dict[str, list[SDPBackend] | None] = {
 
 # A cache for one layer: (keys, values), each (B, KV, L, D), written in place.
 LayerCache = tuple[Tensor, Tensor]
+# One block's weights in decode_step's order: attn_norm, q, k, v, q_norm, k_norm, o, mlp_norm,
+# gate, up, down.
+LayerWeights = tuple[
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor | None,
+    Tensor | None,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+]
 
 
 # --- norm ---------------------------------------------------------------------------------------
@@ -252,6 +267,17 @@ class Block(nn.Module):
 
 # --- model --------------------------------------------------------------------------------------
 @dataclass
+class DecodeTables:
+    """What `Transformer.decode_step` reads each step, gathered once per generation."""
+
+    layers: list[LayerWeights]
+    cos_q: Tensor
+    sin_q: Tensor
+    cos_k: Tensor
+    sin_k: Tensor
+
+
+@dataclass
 class ModelOutput:
     """logits (B, T, V); with targets: loss = ce_loss + z_loss (z_loss already weighted)."""
 
@@ -397,6 +423,94 @@ class Transformer(nn.Module):
                 for layer, layer_cache in zip(self.layers, cache, strict=True):
                     x = layer(x, cos, sin, layer_cache, pos, mask)
         return F.linear(self.norm(x[:, -1]), self.head_weight)  # (B, V)
+
+    # --- the decoding step: one token per sequence, minimal Python ------------------------------
+    def decode_fast_path(self) -> bool:
+        """Whether `decode_step` applies: math-equivalent backends, float32/float64 weights."""
+        return self.attention in ("auto", "math") and self.embed.weight.dtype in (
+            torch.float32,
+            torch.float64,
+        )
+
+    def decode_tables(self) -> DecodeTables:
+        """References to every layer's weights (no copies) and rotary tables folded for decoding:
+        rotate_half(x) = roll(x, D/2) * [-1…, +1…], and q's tables carry the 1/sqrt(D) scale."""
+        layers: list[LayerWeights] = []
+        for layer in self.layers:
+            assert isinstance(layer, Block)
+            a, m = layer.attn, layer.mlp
+            layers.append(
+                (
+                    layer.attn_norm.weight,
+                    a.q_proj.weight,
+                    a.k_proj.weight,
+                    a.v_proj.weight,
+                    None if a.q_norm is None else a.q_norm.weight,
+                    None if a.k_norm is None else a.k_norm.weight,
+                    a.o_proj.weight,
+                    layer.mlp_norm.weight,
+                    m.gate_proj.weight,
+                    m.up_proj.weight,
+                    m.down_proj.weight,
+                )
+            )
+        D = self.cfg.head_dim
+        sign = torch.ones(D, dtype=self.rope_sin.dtype, device=self.rope_sin.device)
+        sign[: D // 2] = -1.0
+        scale = 1.0 / math.sqrt(D)
+        sin = self.rope_sin * sign  # (context, D)
+        return DecodeTables(
+            layers=layers,
+            cos_k=self.rope_cos,
+            sin_k=sin,
+            cos_q=self.rope_cos * scale,
+            sin_q=sin * scale,
+        )
+
+    def decode_step(
+        self,
+        tokens: Tensor,
+        cache: Sequence[LayerCache],
+        pos: int,
+        tables: DecodeTables,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        """One new token per sequence, tokens (B,) at cache slot `pos` → logits (B, V).
+
+        The same computation as `forward_cached` with T = 1 under the math backend, written with
+        functional calls on weight references: no module dispatch, no SDPA dispatch, no kv-head
+        expansion, rotary as two multiply-adds. positions (B,) per-sequence rotary positions
+        (left-padded batches); mask additive (B, 1, 1, pos+1)."""
+        cfg = self.cfg
+        B, C, H, KV, D = tokens.shape[0], cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        eps = cfg.norm_eps
+        p = pos if positions is None else positions
+        cos_q, sin_q = tables.cos_q[p].unsqueeze(-2), tables.sin_q[p].unsqueeze(-2)  # (…, 1, D)
+        cos_k, sin_k = tables.cos_k[p].unsqueeze(-2), tables.sin_k[p].unsqueeze(-2)
+        half = D // 2
+        x = F.embedding(tokens, self.embed.weight)  # (B, C)
+        for (w_an, w_q, w_k, w_v, w_qn, w_kn, w_o, w_mn, w_g, w_u, w_d), (kc, vc) in zip(
+            tables.layers, cache, strict=True
+        ):
+            h = F.rms_norm(x, (C,), w_an, eps)
+            q = F.linear(h, w_q).view(B, H, D)
+            k = F.linear(h, w_k).view(B, KV, D)
+            if w_qn is not None and w_kn is not None:
+                q = F.rms_norm(q, (D,), w_qn, eps)
+                k = F.rms_norm(k, (D,), w_kn, eps)
+            q = torch.addcmul(q * cos_q, q.roll(half, -1), sin_q)  # rotated and scaled (B, H, D)
+            kc.select(2, pos).copy_(torch.addcmul(k * cos_k, k.roll(half, -1), sin_k))  # (B, KV, D)
+            vc.select(2, pos).copy_(F.linear(h, w_v).view(B, KV, D))
+            keys = kc.narrow(2, 0, pos + 1)  # (B, KV, pos+1, D)
+            scores = torch.matmul(q.view(B, KV, H // KV, D), keys.transpose(2, 3))  # (B, KV, G, S)
+            if mask is not None:
+                scores = scores + mask
+            y = torch.matmul(torch.softmax(scores, -1), vc.narrow(2, 0, pos + 1))  # (B, KV, G, D)
+            x = x + F.linear(y.view(B, H * D), w_o)
+            h = F.rms_norm(x, (C,), w_mn, eps)
+            x = x + F.linear(F.silu(F.linear(h, w_g)) * F.linear(h, w_u), w_d)
+        return F.linear(F.rms_norm(x, (C,), self.norm.weight, eps), self.head_weight)  # (B, V)
 
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss_weight: float) -> tuple[Tensor, Tensor]:

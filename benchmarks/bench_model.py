@@ -1,0 +1,204 @@
+"""Enlace model speed vs Hugging Face transformers' Qwen3, side by side in one run, same weights.
+
+    uv run python benchmarks/bench_model.py [--threads 2] [--repeats 5] [--skip-train]
+
+At the tiny-50m shape (width 512, 8 layers, 8 heads, 2 kv heads, SwiGLU 1536, vocabulary 32768,
+context 1024, tied embeddings), float32, on CPU:
+
+1. batch-1 greedy decoding, a 16-token prompt and 128 new tokens: `enlace_model.generate` vs
+   `Qwen3ForCausalLM.generate` (its default cache) loaded from Enlace's own export. Reports the
+   median time per new token, the ratio, and the fraction of the memory-bandwidth bound: bytes of
+   weights read per token (every matrix once, the tied head included; the embedding lookup reads
+   one row) divided by the bandwidth of a large tensor copy, over the measured time per token.
+2. training step (forward + backward + AdamW) at batch 8, sequence 256: tokens/s for both, and the
+   achieved FLOP/s (flops_per_token × tokens/s) against a measured float32 matmul peak.
+
+Medians over --repeats runs, the two implementations interleaved. The machine is shared: the
+load average is printed at start and end so a reader can judge the noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+
+import torch
+from enlace_config.schema.model import ModelConfig
+from enlace_model import atomic_checkpoint, build_model, flops_per_token, generate, save_model
+from enlace_model.export import export_hf
+
+TINY_50M = ModelConfig(
+    vocab_size=32768,
+    context_length=1024,
+    d_model=512,
+    n_layers=8,
+    n_heads=8,
+    n_kv_heads=2,
+    ffn_hidden=1536,
+    tie_embeddings=True,
+)
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def copy_bandwidth(nbytes: int = 512 << 20, repeats: int = 7) -> float:
+    """Bytes/s moved by a large tensor copy (read + write counted)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32).normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    t = median_time(lambda: dst.copy_(src), repeats)
+    return 2 * nbytes / t
+
+
+def matmul_peak(n: int = 2048, repeats: int = 7) -> float:
+    a = torch.randn(n, n)
+    b = torch.randn(n, n)
+    a @ b
+    t = median_time(lambda: a @ b, repeats)
+    return 2 * n**3 / t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--prompt-tokens", type=int, default=16)
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-decode", action="store_true")
+    args = ap.parse_args()
+
+    warnings.filterwarnings("ignore")
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"threads {torch.get_num_threads()}, load average at start {os.getloadavg()}"
+    )
+
+    cfg = TINY_50M
+    model = build_model(cfg).eval()
+    n_params = sum(p.numel() for p in model.parameters())
+    with tempfile.TemporaryDirectory() as tmp:
+        with atomic_checkpoint(tmp, 0) as d:
+            save_model(d, model, cfg)
+        export_hf(tmp, f"{tmp}/hf")
+        hf = AutoModelForCausalLM.from_pretrained(f"{tmp}/hf", dtype=torch.float32).eval()
+    print(f"tiny-50m: {n_params / 1e6:.1f} M parameters, {type(hf).__name__} from Enlace's export")
+
+    bw = copy_bandwidth()
+    peak = matmul_peak()
+    print(f"measured copy bandwidth {bw / 1e9:.1f} GB/s, fp32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+
+    if not args.skip_decode:
+        prompt = torch.randint(0, cfg.vocab_size, (1, args.prompt_tokens)).tolist()
+        new = args.new_tokens
+        ids = torch.tensor(prompt)
+        ours_out: list[list[int]] = []
+        theirs_out: list[int] = []
+
+        def ours() -> None:
+            ours_out[:] = generate(model, prompt, new)
+
+        def theirs() -> None:
+            with torch.inference_mode():
+                out = hf.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=new,
+                    min_new_tokens=new,
+                    do_sample=False,
+                    pad_token_id=0,
+                )
+            theirs_out[:] = out[0, args.prompt_tokens :].tolist()
+
+        ours()
+        theirs()  # warm-up
+        t_ours, t_theirs = [], []
+        for _ in range(args.repeats):
+            t_ours.append(median_time(ours, 1))
+            t_theirs.append(median_time(theirs, 1))
+        mo, mt = statistics.median(t_ours), statistics.median(t_theirs)
+        same = sum(a == b for a, b in zip(ours_out[0], theirs_out, strict=False))
+        weight_bytes = (n_params - cfg.vocab_size * cfg.d_model + cfg.d_model) * 4
+        if cfg.tie_embeddings:  # the head reads the whole (shared) matrix
+            weight_bytes += cfg.vocab_size * cfg.d_model * 4
+        bound = weight_bytes / bw
+        print(f"\n== batch-1 greedy decoding, prompt {args.prompt_tokens}, {new} new tokens, fp32")
+        print(
+            f"enlace       {mo * 1e3:8.1f} ms  {mo / new * 1e3:6.2f} ms/token  "
+            f"{new / mo:7.1f} tokens/s"
+        )
+        print(
+            f"transformers {mt * 1e3:8.1f} ms  {mt / new * 1e3:6.2f} ms/token  "
+            f"{new / mt:7.1f} tokens/s"
+        )
+        print(f"speed-up {mt / mo:.2f}x; same greedy tokens: {same}/{new}")
+        print(
+            f"weights read per token {weight_bytes / 1e6:.0f} MB → bandwidth bound "
+            f"{bound * 1e3:.2f} ms/token; enlace reaches {bound / (mo / new):.0%} of it "
+            f"(transformers {bound / (mt / new):.0%})"
+        )
+
+    if not args.skip_train:
+        B, T = 8, 256
+        x = torch.randint(0, cfg.vocab_size, (B, T))
+        y = torch.randint(0, cfg.vocab_size, (B, T))
+        model.train()
+        hf.train()
+        opt_ours = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False, foreach=True)
+        opt_theirs = torch.optim.AdamW(hf.parameters(), lr=1e-4, fused=False, foreach=True)
+
+        def step_ours() -> None:
+            loss = model(x, y, z_loss_weight=1e-4).loss
+            assert loss is not None
+            loss.backward()
+            opt_ours.step()
+            opt_ours.zero_grad(set_to_none=True)
+
+        def step_theirs() -> None:
+            logits = hf(x).logits
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+            loss.backward()
+            opt_theirs.step()
+            opt_theirs.zero_grad(set_to_none=True)
+
+        step_ours()
+        step_theirs()
+        t_ours, t_theirs = [], []
+        for _ in range(args.repeats):
+            t_ours.append(median_time(step_ours, 1))
+            t_theirs.append(median_time(step_theirs, 1))
+        mo, mt = statistics.median(t_ours), statistics.median(t_theirs)
+        fpt = flops_per_token(cfg, T)
+        print(f"\n== training step (forward + backward + AdamW), batch {B}, sequence {T}, fp32")
+        print(
+            f"enlace       {mo * 1e3:8.0f} ms/step  {B * T / mo:7.0f} tokens/s  "
+            f"{fpt * B * T / mo / 1e9:6.1f} GFLOP/s = {fpt * B * T / mo / peak:.0%} of matmul peak"
+        )
+        print(
+            f"transformers {mt * 1e3:8.0f} ms/step  {B * T / mt:7.0f} tokens/s  "
+            f"{fpt * B * T / mt / 1e9:6.1f} GFLOP/s = {fpt * B * T / mt / peak:.0%} of matmul peak"
+        )
+        print(f"speed-up {mt / mo:.2f}x")
+    print(f"\nload average at end {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
