@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,13 @@ def es_pd_docs(folder: Path) -> list[str]:
         reader = SourceReader(CorpusSource(name="b", path=str(path)), 0, CleaningConfig())
         docs.extend(t for t in (clean_text(d.text) for d in reader) if t)
     return docs
+
+
+def _cpu_seconds() -> float:
+    """User + system time of this process and of its finished (joined) children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def bench_encode(docs: list[str], vocab: int, repeats: int, tmp: Path) -> None:
@@ -95,18 +103,27 @@ def bench_encode(docs: list[str], vocab: int, repeats: int, tmp: Path) -> None:
         "pipeline, 2 workers": lambda: pipeline(2),
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
+            c0 = _cpu_seconds()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+            cpu[name].append(_cpu_seconds() - c0)
     base = statistics.median(times["plain sentencepiece loop"])
+    base_cpu = statistics.median(cpu["plain sentencepiece loop"])
     for name, ts in times.items():
-        med = statistics.median(ts)
+        med, c = statistics.median(ts), statistics.median(cpu[name])
         print(
-            f"  {name:26s} {mb / med:6.2f} MB/s  (median of {repeats}: {med:.2f} s; "
-            f"{base / med:.2f}x the plain loop)"
+            f"  {name:26s} {mb / med:6.2f} MB/s wall ({base / med:.2f}x the plain loop; median "
+            f"of {repeats}: {med:.2f} s), {mb / c:5.2f} MB per CPU-second "
+            f"({base_cpu / c:.2f}x the plain loop's)"
         )
+    print(
+        "  (CPU-seconds include the worker processes; on a loaded machine wall time says little "
+        "about parallel speed-up, MB per CPU-second says how much work each MB costs)"
+    )
 
 
 def write_variants(docs: list[str], n: int, root: Path) -> Path:
