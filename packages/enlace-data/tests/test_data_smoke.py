@@ -363,3 +363,9 @@ def test_pinned_urls_are_gutenberg_plain_text() -> None:
     for book in BOOKS:
         assert isinstance(book, Book)
         assert book.url.startswith("cache/epub/") and book.url.endswith(".txt")
+
+
+def test_download_errors_name_the_url() -> None:
+    err = DataError("download failed for http://127.0.0.1:9/x.txt", path="http://127.0.0.1:9/x.txt")
+    assert err.path == "http://127.0.0.1:9/x.txt"
+    assert isinstance(DataError("bad", path="data/x.shard").path, Path)

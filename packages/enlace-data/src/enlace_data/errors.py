@@ -8,11 +8,15 @@ from pathlib import Path
 class DataError(ValueError):
     """Bad, missing or mismatched data. The message names the file and says what to do.
 
-    `path` is the file or directory at fault (None where no single file is).
+    `path` is the file or directory at fault (None where no single file is); a URL stays a string.
     """
 
     def __init__(self, message: str, *, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path is not None else None
+        self.path: Path | str | None
+        if path is None or (isinstance(path, str) and "://" in path):
+            self.path = path
+        else:
+            self.path = Path(path)
         if path is not None and str(path) not in message:
             message = f"{path}: {message}"
         super().__init__(message)
