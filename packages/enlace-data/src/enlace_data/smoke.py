@@ -310,14 +310,20 @@ def add_parser(subparsers: Any) -> None:
         type=Path,
         default=None,
         help="read local .txt files instead of downloading",
+        metavar="DIR",
     )
     p.add_argument(
         "--url-base",
+        metavar="URL",
         default=DEFAULT_URL_BASE,
         help=f"where relative book URLs point (default: {DEFAULT_URL_BASE})",
     )
     p.add_argument(
-        "--books", type=Path, default=None, help="JSON list of books replacing the pinned list"
+        "--books",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="JSON list of books replacing the pinned list",
     )
     p.add_argument(
         "--book",
