@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -211,15 +209,3 @@ def test_cli_export_and_errors(tmp_path, tiny_config, perturb_norms, capsys):
     assert "not an earlier export" in capsys.readouterr().err
     with pytest.raises(Exception, match="no such file"):
         cli_main(["--debug", "export", str(tmp_path / "missing"), str(tmp_path / "o3")])
-
-
-def test_cli_entry_point_runs_as_a_process(tmp_path, tiny_config, perturb_norms):
-    _, run = make_checkpoint(tmp_path, tiny_config(vocab_size=256), perturb_norms)
-    done = subprocess.run(
-        [sys.executable, "-m", "enlace_model.cli", "export", str(run), str(tmp_path / "hf")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "hf" / "model.safetensors").is_file()
