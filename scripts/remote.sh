@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Remote command strings are built on this side on purpose, from single-quoted words (see sq):
+# shellcheck disable=SC2029
 # Train on a GPU server over SSH; every run lives in a detached tmux session on the server, so a
 # dropped connection never stops it.
 #
@@ -35,7 +37,7 @@ die() { # die CODE MESSAGE: one line on stderr, then exit
   exit "$code"
 }
 usage() {
-  sed -n '5,12s/^#   scripts\/remote.sh /  /p' "${BASH_SOURCE[0]}" | sed '1i usage: scripts/remote.sh VERB ...'
+  sed -n '1,20s/^#   scripts\/remote.sh /  /p' "${BASH_SOURCE[0]}" | sed '1i usage: scripts/remote.sh VERB ...'
 }
 usage_error() {
   printf '%s: %s\n' "$prog" "$*" >&2
@@ -117,20 +119,25 @@ load_settings() {
   [[ $host =~ ^[A-Za-z0-9._:%-]+$ && $host != -* ]] ||
     die 2 "ENLACE_REMOTE_HOST=$host is not a host name or address"
   [[ $user =~ ^[A-Za-z0-9._][A-Za-z0-9._-]*$ ]] || die 2 "ENLACE_REMOTE_USER=$user is not a user name"
-  [[ $port =~ ^[0-9]+$ ]] && ((port >= 1 && port <= 65535)) ||
+  if [[ ! $port =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
     die 2 "ENLACE_REMOTE_PORT=$port is not a port number (1-65535)"
+  fi
   [[ $connect_timeout =~ ^[0-9]+$ ]] || die 2 "ENLACE_REMOTE_CONNECT_TIMEOUT must be whole seconds"
   [[ $stop_timeout =~ ^[0-9]+$ ]] || die 2 "ENLACE_REMOTE_STOP_TIMEOUT must be whole seconds"
+  # A leading "~/" (a literal tilde: the file is not run by a shell) means the local home.
+  # shellcheck disable=SC2088
   if [[ -n $key_file ]]; then
     [[ $key_file == "~/"* ]] && key_file=$HOME/${key_file#"~/"}
     [[ -f $key_file && -r $key_file ]] || die 2 "ENLACE_REMOTE_KEY=$key_file: no such readable key file"
   fi
+  # shellcheck disable=SC2088
   if [[ -n $known_hosts ]]; then
     [[ $known_hosts == "~/"* ]] && known_hosts=$HOME/${known_hosts#"~/"}
     [[ -f $known_hosts ]] || die 2 "ENLACE_REMOTE_KNOWN_HOSTS=$known_hosts: no such file"
   fi
   # The remote directory: absolute, or relative to the login directory (home); "~/x" means "x".
   [[ $rdir == "~" ]] && rdir=.
+  # shellcheck disable=SC2088
   [[ $rdir == "~/"* ]] && rdir=${rdir#"~/"}
   [[ $rdir != -* && $rdir != *$'\n'* && -n $rdir ]] || die 2 "ENLACE_REMOTE_DIR=$rdir is not a usable path"
   rdir=${rdir%/}
@@ -247,7 +254,7 @@ sync_items() {
   done
   return 0
 }
-sync_excludes=(--exclude=.env --exclude=.venv/ --exclude=.venvs/ --exclude=__pycache__/
+sync_excludes=(--exclude=.env --exclude='.env.*' --exclude=.venv/ --exclude=.venvs/ --exclude=__pycache__/
   --exclude='*.pyc' --exclude=.pytest_cache/ --exclude=.ruff_cache/ --exclude=.hypothesis/
   --exclude='*.egg-info/' --exclude=dist/)
 
@@ -316,7 +323,13 @@ else
     fi
   fi
   hash -r
-  command -v uv >/dev/null 2>&1 || fail "pip installed uv, but it is not in $HOME/.local/bin"
+  if ! command -v uv >/dev/null 2>&1; then
+    # pip found uv already installed for this python, with its binary outside PATH: link it.
+    bin=$(python3 -c 'from uv import find_uv_bin; print(find_uv_bin())' 2>/dev/null) ||
+      fail "pip installed uv, but there is no uv in $HOME/.local/bin nor on PATH"
+    mkdir -p "$HOME/.local/bin" && ln -sf "$bin" "$HOME/.local/bin/uv" && hash -r
+    echo "setup: linked $HOME/.local/bin/uv to $bin"
+  fi
   echo "setup: installed $(uv --version) at $(command -v uv)"
 fi
 command -v tmux >/dev/null 2>&1 ||
@@ -366,8 +379,8 @@ export PYTHONUNBUFFERED=1  # the log shows each line as it is printed, not in 8 
 { printf "[remote.sh] %s start: uv run enlace-train" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf " %q" "$@"; echo; } | tee -a "$log"
 uv run enlace-train "$@" 2>&1 | (trap "" TERM; exec tee -a "$log")
 rc=${PIPESTATUS[0]}
-printf "%s\n" "$rc" >"$state.exit"
 printf "[remote.sh] %s enlace-train exited with code %s\n" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$rc" | tee -a "$log"
+printf "%s\n" "$rc" >"$state.exit"  # last: the run is over once this file exists
 exit "$rc"'
 cmd="bash -c $(sq "$pane_script") enlace-run $(sq "$log") $(sq "$state")"
 for a in "$@"; do cmd+=" $(sq "$a")"; done
@@ -393,6 +406,7 @@ cmd_run() {
   esac
 
   # 1. Validate locally: enlace-config prints every problem and exits 2 on a bad config.
+  command -v uv >/dev/null 2>&1 || die 2 "run: uv is not installed here, and validating the config needs it (pip install uv)"
   new_scratch
   local rc=0
   (cd "$root" && uv run -q enlace-config show "$rel" "${overrides[@]}") >"$scratch/resolved.yaml" || rc=$?
@@ -587,7 +601,9 @@ cmd_pull() {
   else
     got+=("no complete checkpoint yet")
   fi
-  printf 'pull: %s -> %s: %s\n' "$name" "$dest" "$(IFS=,; echo "${got[*]}" | sed 's/,/, /g')"
+  local list
+  list=$(printf '%s, ' "${got[@]}")
+  printf 'pull: %s -> %s: %s\n' "$name" "$dest" "${list%, }"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,11 @@ SSHD = Path("/usr/sbin/sshd")
 REMOTE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def remote_path() -> str:
+    """REMOTE_PATH without any directory that holds a uv (setup must be tested without one)."""
+    return ":".join(d for d in REMOTE_PATH.split(":") if not os.access(f"{d}/uv", os.X_OK))
+
+
 class SshdUnavailable(RuntimeError):
     """sshd is missing or cannot start here; tests skip with this message."""
 
@@ -219,7 +224,7 @@ def start_sshd(root: Path, *, wheelhouse: Path | None = None) -> SshServer:
     ).stdout.strip()
     env = {
         "HOME": str(home),
-        "PATH": REMOTE_PATH,
+        "PATH": remote_path(),
         "TMUX_TMPDIR": str(tmux_tmpdir),
         "UV_CACHE_DIR": uv_cache,  # warm: `uv sync --locked` there needs no network
         "UV_OFFLINE": "1",

@@ -22,6 +22,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import remote_fixtures as rf
 
+pytestmark = pytest.mark.slow  # two real training runs on the "server"
+
 CONFIG = "configs/runs/smoke-cpu.yaml"
 # A model and batch small enough that a step takes milliseconds on a shared 2-core machine.
 TINY = [
@@ -66,7 +68,7 @@ def remote(server: rf.SshServer, tmp_path_factory: pytest.TempPathFactory) -> tu
     return env, remote_dir
 
 
-MAX_STEPS = 30
+MAX_STEPS = 12
 STOP_RUN = [
     "run", CONFIG, "run.name=remote-stop", "train.max_steps=100000", "train.eval_every=100000",
     "train.checkpoint_every=100000", *TINY,

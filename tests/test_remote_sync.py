@@ -50,6 +50,7 @@ def local_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "configs/runs/tiny.yaml": "run:\n  name: tiny\n",
         # never synced:
         ".env": "ENLACE_REMOTE_HOST=secret\n",
+        "configs/.env.local": "SECRET=1\n",
         "packages/enlace-x/.env": "SECRET=1\n",
         ".venv/bin/python": "not a python\n",
         "packages/enlace-x/src/enlace_x/__pycache__/x.cpython-311.pyc": "bytecode\n",
