@@ -42,6 +42,8 @@ print(json.dumps({
     "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "workers_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     "train_tokens": m["splits"]["train"]["tokens"],
+    "cpu_s": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF,
+                 resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime")),
 }))
 """
 
@@ -141,20 +143,21 @@ def write_variants(docs: list[str], n: int, root: Path) -> Path:
 
 def bench_rss(docs: list[str], books: Path, tmp: Path, vocab: int) -> None:
     cases = [
-        ("es-pd books as they are", books),
-        ("1 distinct variant", write_variants(docs, 1, tmp / "v1")),
-        ("10 distinct variants", write_variants(docs, 10, tmp / "v10")),
+        ("es-pd books, 1 worker", books, 1),
+        ("es-pd books, 2 workers", books, 2),
+        ("1 distinct variant", write_variants(docs, 1, tmp / "v1"), 2),
+        ("10 distinct variants", write_variants(docs, 10, tmp / "v10"), 2),
     ]
-    for label, src in cases:
-        out = tmp / f"build-{src.name}"
+    for label, src, workers in cases:
+        out = tmp / f"build-{src.name}-{workers}"
         cfg = {
             "name": "bench",
             "out_dir": str(out),
             "sources": [{"name": "s", "path": str(src)}],
             "tokenizer": {"vocab_size": vocab, "sample_chars": 4_000_000},
-            "encoding": {"workers": 2, "shard_tokens": 5_000_000},
+            "encoding": {"workers": workers, "shard_tokens": 5_000_000},
         }
-        cfg_file = tmp / f"{src.name}.yaml"
+        cfg_file = tmp / f"{src.name}-{workers}.yaml"
         cfg_file.write_text(json.dumps(cfg))
         in_mb = sum(p.stat().st_size for p in src.glob("*.txt")) / 1e6
         t0 = time.perf_counter()
@@ -177,6 +180,11 @@ def bench_rss(docs: list[str], books: Path, tmp: Path, vocab: int) -> None:
             f"  {label:26s} {in_mb:6.1f} MB in, {kept} docs kept, {dropped} dropped, "
             f"{r['train_tokens'] / 1e6:.1f} M train tokens, {secs:.0f} s: peak RSS main "
             f"{r['self_mb']:.0f} MB, largest worker {r['workers_mb']:.0f} MB"
+        )
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
+        print(
+            f"  {'':26s} seconds: {stages}; CPU-seconds (main + workers) {r['cpu_s']:.1f}; "
+            f"load {os.getloadavg()[0]:.1f}"
         )
 
 
