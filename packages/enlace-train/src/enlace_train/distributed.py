@@ -75,6 +75,9 @@ class DistInfo:
     local_world_size: int = 1
     backend: str | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    #: A gloo group over the same ranks for the small control-plane collectives (metrics, the
+    #: stop flag, objects): on CPU tensors, they never wait for the GPU's queue of work.
+    control_group: Any = field(default=None, compare=False, repr=False)
 
     @property
     def distributed(self) -> bool:
@@ -174,6 +177,7 @@ def init_distributed(
         local_world_size=info.local_world_size,
         backend=dist.get_backend(),
         device=local_device,
+        control_group=dist.new_group(backend="gloo", timeout=timeout),
     )
 
 
@@ -338,38 +342,40 @@ def grad_scaler_for(scaler: torch.amp.GradScaler, model: nn.Module) -> torch.amp
 # --------------------------------------------------------------------------- reductions
 
 
+def _all_reduce(values: Sequence[float], info: DistInfo, op: Any) -> list[float]:
+    # Python floats in, Python floats out: a CPU tensor over the gloo control group.
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    dist.all_reduce(t, op=op, group=info.control_group)
+    return t.tolist()
+
+
 def reduce_mean(values: Sequence[float], info: DistInfo) -> list[float]:
     """The mean of each value over all ranks (identity for the single-process run)."""
     if not info.distributed or info.world_size == 1:
         return [float(v) for v in values]
-    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=info.device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return (t / info.world_size).tolist()
+    return [v / info.world_size for v in _all_reduce(values, info, dist.ReduceOp.SUM)]
 
 
 def reduce_sum(values: Sequence[float], info: DistInfo) -> list[float]:
     """The sum of each value over all ranks."""
     if not info.distributed or info.world_size == 1:
         return [float(v) for v in values]
-    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=info.device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t.tolist()
+    return _all_reduce(values, info, dist.ReduceOp.SUM)
 
 
 def reduce_max(values: Sequence[float], info: DistInfo) -> list[float]:
     """The maximum of each value over all ranks (peak memory, for instance)."""
     if not info.distributed or info.world_size == 1:
         return [float(v) for v in values]
-    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=info.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
+    return _all_reduce(values, info, dist.ReduceOp.MAX)
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:
     """True on every rank if it is true on any: how all ranks agree to stop at the same step.
 
     A signal may reach the ranks at different moments; deciding per rank would leave the others
-    waiting in the next collective.
+    waiting in the next collective. Called every step: on the CPU control group it adds no GPU
+    synchronisation.
     """
     return reduce_max([1.0 if flag else 0.0], info)[0] > 0
 
@@ -379,7 +385,7 @@ def broadcast_object(obj: Any, info: DistInfo, src: int = 0) -> Any:
     if not info.distributed or info.world_size == 1:
         return obj
     box = [obj if info.rank == src else None]
-    dist.broadcast_object_list(box, src=src)
+    dist.broadcast_object_list(box, src=src, group=info.control_group)
     return box[0]
 
 
@@ -388,17 +394,14 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any] | None:
     if not info.distributed or info.world_size == 1:
         return [obj]
     out: list[Any] | None = [None] * info.world_size if info.is_main else None
-    dist.gather_object(obj, out, dst=0)
+    dist.gather_object(obj, out, dst=0, group=info.control_group)
     return out
 
 
 def barrier(info: DistInfo) -> None:
     """Wait for every rank (no-op for the single-process run)."""
     if info.distributed and info.world_size > 1:
-        if info.device.type == "cuda":
-            dist.barrier(device_ids=[info.local_rank])
-        else:
-            dist.barrier()
+        dist.barrier(group=info.control_group)
 
 
 # --------------------------------------------------------------------------- files and logs
