@@ -80,16 +80,21 @@ def deep_update(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def make_run_file(directory: Path, name: str = "tiny", **sections: dict[str, Any]) -> Path:
+    """A run file for a tiny model in `directory`, its out_dir under directory/runs/."""
+    cfg = deep_update(TINY_RUN, sections)
+    cfg["run"] = {"name": name, "out_dir": str(directory / "runs" / name)}
+    path = directory / f"{name}.yaml"
+    path.write_text(json.dumps(cfg, indent=1), encoding="utf-8")  # JSON is YAML
+    return path
+
+
 @pytest.fixture
 def write_run(tmp_path: Path):
     """write_run(name, **sections) -> path of a run file for a tiny model, out_dir under tmp_path."""
 
     def write(name: str = "tiny", **sections: dict[str, Any]) -> Path:
-        cfg = deep_update(TINY_RUN, sections)
-        cfg["run"] = {"name": name, "out_dir": str(tmp_path / "runs" / name)}
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(json.dumps(cfg, indent=1), encoding="utf-8")  # JSON is YAML
-        return path
+        return make_run_file(tmp_path, name, **sections)
 
     return write
 
@@ -122,13 +127,14 @@ def cli(*args: str, cwd: Path | None = None, **popen: Any) -> subprocess.Popen[s
     )
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def h():
     """The helpers above, for tests (conftest modules are not importable under importlib mode)."""
     import types
 
     return types.SimpleNamespace(
         load=load,
+        make_run_file=make_run_file,
         run_dir_of=run_dir_of,
         metrics_rows=metrics_rows,
         cli=cli,
