@@ -136,22 +136,34 @@ def test_permutation_is_a_bijection(n: int) -> None:
     m=st.integers(1, 8),
     batch=st.integers(1, 5),
     seed=st.integers(0, 2**31),
+    world_rank=st.sampled_from([(1, 0), (2, 0), (2, 1), (3, 2)]),
 )
 def test_resume_continues_exactly(
-    sources: dict[str, DataConfig], kind: str, k: int, m: int, batch: int, seed: int
+    sources: dict[str, DataConfig],
+    kind: str,
+    k: int,
+    m: int,
+    batch: int,
+    seed: int,
+    world_rank: tuple[int, int],
 ) -> None:
     """Advance k, save, rebuild, load, compare the next m with an uninterrupted loader.
 
-    The shard and bytes sets hold 30 and 74 windows: k up to 40 batches of up to 5 crosses
-    shard and epoch boundaries many times.
+    The shard and bytes sets hold 30 and 74 windows: k up to 40 batches of up to 5 (times the
+    world size) crosses shard and epoch boundaries many times.
     """
     cfg = sources[kind]
-    reference = _take(build_loader(cfg, micro_batch_size=batch, seed=seed), k + m)
-    first = build_loader(cfg, micro_batch_size=batch, seed=seed)
+    world, rank = world_rank
+
+    def make() -> Loader:
+        return build_loader(cfg, micro_batch_size=batch, seed=seed, rank=rank, world_size=world)
+
+    reference = _take(make(), k + m)
+    first = make()
     _take(first, k)
     state = json.loads(json.dumps(first.state_dict()))
-    assert state["samples_consumed"] == k * batch
-    resumed = build_loader(cfg, micro_batch_size=batch, seed=seed)
+    assert state["samples_consumed"] == k * batch * world
+    resumed = make()
     resumed.load_state_dict(state)
     for (x, y), (rx, ry) in zip(_take(resumed, m), reference[k:], strict=True):
         np.testing.assert_array_equal(x, rx)
