@@ -350,7 +350,10 @@ cmd_setup() {
 
 read -r -d '' REMOTE_CONFIGS_HASH <<'EOF' || true
 [ -d configs ] || { echo none; exit 0; }
-find configs -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum | cut -d' ' -f1
+sha=sha256sum
+command -v sha256sum >/dev/null 2>&1 || sha="shasum -a 256"  # macOS
+# shellcheck disable=SC2086  # $sha is a command and its options
+find configs -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 $sha | $sha | cut -d' ' -f1
 EOF
 
 read -r -d '' REMOTE_RUN <<'EOF' || true
@@ -384,7 +387,7 @@ printf "%s\n" "$rc" >"$state.exit"  # last: the run is over once this file exist
 exit "$rc"'
 cmd="bash -c $(sq "$pane_script") enlace-run $(sq "$log") $(sq "$state")"
 for a in "$@"; do cmd+=" $(sq "$a")"; done
-tmux new-session -d -s "$session" -x 200 -y 50 "$cmd" || fail "tmux could not start session $session"
+tmux new-session -d -s "$session" -c "$PWD" -x 200 -y 50 "$cmd" || fail "tmux could not start session $session"
 echo "run: started $name in tmux session $session on $(hostname):$PWD"
 echo "run: output in $PWD/$log"
 EOF

@@ -86,8 +86,12 @@ def started(
     marker = tmp_path_factory.mktemp("marker") / "pwned"
     # Spaces, both quotes, a semicolon, $(...) and backticks: valid as a path, never a command.
     out_dir = f"runs/remote done 'q' \"d\"; touch {marker}; $(touch {marker}) `touch {marker}`"
+    # Developers edit this checkout while the tests run: sync right before each start, since
+    # `run` refuses a server whose configs/ differs from ours (tested below).
+    assert rf.remote_sh(env, "sync").returncode == 0
     stop_run = rf.remote_sh(env, *STOP_RUN)
     assert stop_run.returncode == 0, stop_run.stdout + stop_run.stderr
+    assert rf.remote_sh(env, "sync").returncode == 0
     done_run = rf.remote_sh(
         env, "run", CONFIG, "run.name=remote-done", f"run.out_dir={out_dir}",
         f"train.max_steps={MAX_STEPS}", "train.eval_every=1000", "train.checkpoint_every=1000",
@@ -211,6 +215,25 @@ def test_injection_in_run_name_or_override_only_fails_validation(
     assert not list(remote_dir.glob("runs/x*"))
 
 
+def test_run_refuses_when_the_remote_configs_are_stale(
+    server: rf.SshServer, remote: tuple[Path, Path], started: tuple[Path, str]
+) -> None:
+    env, remote_dir = remote
+    remote_config = remote_dir / CONFIG
+    original = remote_config.read_text()
+    remote_config.write_text(original + "# edited on the server\n")
+    try:
+        result = rf.remote_sh(env, "run", CONFIG, "run.name=remote-stale", *TINY)
+    finally:
+        remote_config.write_text(original)
+    assert result.returncode == 1
+    assert "configs/ on the remote differs from yours: run scripts/remote.sh sync first" in (
+        result.stderr
+    )
+    assert not (remote_dir / ".enlace-remote" / "remote-stale.out_dir").exists()
+    assert server.tmux("has-session", "-t", "=remote-stale").returncode != 0
+
+
 def test_stop_checkpoints_and_pull_brings_back_a_loadable_model(
     server: rf.SshServer, remote: tuple[Path, Path], started: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -218,6 +241,7 @@ def test_stop_checkpoints_and_pull_brings_back_a_loadable_model(
     run_dir = remote_dir / "runs" / "remote-stop"
     wait_for(lambda: len(metrics_steps(run_dir / "metrics.jsonl")) >= 2, "two training steps")
 
+    assert rf.remote_sh(env, "sync").returncode == 0
     again = rf.remote_sh(env, *STOP_RUN)
     assert again.returncode == 1
     assert "run remote-stop is already running" in again.stderr
