@@ -248,3 +248,25 @@ def test_a_non_sharded_checkpoint_is_refused_by_an_fsdp_job(
         D.load_sharded(tmp_path, model, opt)
     with pytest.raises(D.DistributedError, match=r"train\.init_optimizer"):
         D.refuse_sharded(model, "train.init_optimizer")
+
+
+@pytest.mark.filterwarnings("ignore:Found a non-scalar tensor:UserWarning")  # torch's own scaler
+def test_fsdp_with_loss_scaling_gets_a_sharded_grad_scaler(group: D.DistInfo) -> None:
+    """Every rank must take the same skip decision, so the inf/nan check is all-reduced."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    model = build_model(CFG)
+    D.wrap_model(model, "fsdp", group)
+    plain = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=7)
+    scaler = D.grad_scaler_for(plain, model)
+    assert isinstance(scaler, ShardedGradScaler)
+    assert scaler.get_scale() == 1024.0 and scaler.get_growth_interval() == 7
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    before = {k: v.clone() for k, v in D.consolidated_state_dict(model, group).items()}  # type: ignore[union-attr]
+    idx = torch.randint(0, CFG.vocab_size, (2, 8))
+    scaler.scale(model(idx, idx).loss * float("inf")).backward()
+    scaler.step(opt)  # an inf gradient: the step is skipped and the scale backs off
+    scaler.update()
+    assert scaler.get_scale() == 512.0
+    after = D.consolidated_state_dict(model, group)
+    assert after is not None and all(torch.equal(after[k], before[k]) for k in before)
