@@ -347,10 +347,8 @@ def test_signal_stop_resume_and_a_killed_rank(work: Path) -> None:
             proc.wait()
     (checkpoint,) = (job.run_dir / "checkpoints").iterdir()
     step = int(checkpoint.name.removeprefix("step_"))
-    assert (
-        f"SIGTERM received: stopped after step {step} with a checkpoint"
-        in (job.run_dir / "train.log").read_text()
-    )
+    log = (job.run_dir / "train.log").read_text()
+    assert "SIGTERM" in log and f"stopped after step {step}" in log
     state = torch.load(checkpoint / "trainer_state.pt", map_location="cpu", weights_only=True)
     assert state["step"] == step == job.rows()[-1]["step"]
     consumed = [s["loader"]["samples_consumed"] for s in state["rank_states"]]
