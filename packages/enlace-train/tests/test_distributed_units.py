@@ -270,3 +270,21 @@ def test_fsdp_with_loss_scaling_gets_a_sharded_grad_scaler(group: D.DistInfo) ->
     assert scaler.get_scale() == 512.0
     after = D.consolidated_state_dict(model, group)
     assert after is not None and all(torch.equal(after[k], before[k]) for k in before)
+
+
+def test_accumulation_micro_steps_skip_the_gradient_reduction(group: D.DistInfo) -> None:
+    idx = torch.randint(0, CFG.vocab_size, (2, 8))
+    ddp = D.wrap_model(build_model(CFG), "ddp", group)
+    with D.gradient_sync(ddp, enabled=False):
+        assert not ddp.require_backward_grad_sync  # DDP's no_sync
+    assert ddp.require_backward_grad_sync
+
+    model = build_model(CFG)
+    D.wrap_model(model, "fsdp", group)
+    with D.gradient_sync(model, enabled=False):
+        model(idx, idx).loss.backward()
+    # FSDP2 keeps the unreduced gradients aside: no sharded .grad exists before the last micro-step
+    assert all(p.grad is None for p in model.parameters())
+    with D.gradient_sync(model, enabled=True):
+        model(idx, idx).loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
