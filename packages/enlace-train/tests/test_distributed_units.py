@@ -288,3 +288,60 @@ def test_accumulation_micro_steps_skip_the_gradient_reduction(group: D.DistInfo)
     with D.gradient_sync(model, enabled=True):
         model(idx, idx).loss.backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+# ----------------------------------------------------------------------------- trainer start-up
+def _tiny_run_file(tmp_path: Path) -> Path:
+    import json
+
+    cfg = {
+        "run": {"name": "order", "out_dir": str(tmp_path / "run")},
+        "hardware": {"device": "cpu", "micro_batch_size": 2, "num_threads": 1},
+        "model": CFG.model_dump(),
+        "train": {"max_steps": 1, "global_batch_size": 2, "lr": 1e-3, "log_every": 1},
+        "data": {
+            "kind": "bytes",
+            "path": str(tmp_path / "none"),
+            "fallback": "builtin",
+            "context_length": 8,
+            "eval_batches": 1,
+        },
+    }
+    cfg["model"]["vocab_size"] = 256
+    path = tmp_path / "order.yaml"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("hardware_ok", [True, False])
+def test_every_rank_checks_its_hardware_before_joining_the_group(
+    hardware_ok: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad profile must fail on each rank before any collective, or the peers would wait."""
+    from enlace_config import load_run_config
+    from enlace_train import trainer
+    from enlace_train.errors import HardwareError
+
+    calls: list[str] = []
+    real_backend, real_init = trainer.setup_backend, D.init_distributed
+
+    def backend(hw):  # type: ignore[no-untyped-def]
+        calls.append("hardware check")
+        if not hardware_ok:
+            raise HardwareError("simulated: this board cannot run the profile")
+        return real_backend(hw)
+
+    def init(device, **kw):  # type: ignore[no-untyped-def]
+        calls.append("process group")
+        return real_init(device, environ={})
+
+    monkeypatch.setattr(trainer, "setup_backend", backend)
+    monkeypatch.setattr(D, "init_distributed", init)
+    resolved = load_run_config(_tiny_run_file(tmp_path))
+    if hardware_ok:
+        trainer.train(resolved)
+        assert calls == ["hardware check", "process group"]
+    else:
+        with pytest.raises(HardwareError):
+            trainer.train(resolved)
+        assert calls == ["hardware check"]
