@@ -3,10 +3,13 @@
 Everything the trainer needs to know about other ranks lives here, so that the loop stays the
 single-process loop with a few calls at fixed points:
 
-- ``init_distributed(hardware)`` after the config and the hardware have been validated on this
-  rank. Without torchrun's environment it returns the single-process ``DistInfo`` and touches
-  nothing. Under torchrun it picks the backend from the hardware profile (NCCL on CUDA, gloo on
-  CPU), binds the rank to its local GPU and joins the process group with a finite timeout.
+- ``bind_local_device(hardware.device)`` first (no collective: each rank on its own GPU before
+  anything touches CUDA), then ``init_distributed(hardware.device)`` once the config and the
+  hardware have been validated on this rank. Without torchrun's environment it returns the
+  single-process ``DistInfo`` and touches nothing. Under torchrun it picks the backend from the
+  hardware profile (NCCL on CUDA, gloo on CPU), joins the process group with a finite timeout,
+  and opens a gloo "control" group for the small collectives (metrics, the stop flag, objects),
+  which then run on CPU tensors and never wait on the GPU's queue.
 - ``wrap_model(model, parallelism, info)``: DDP (whole-model replica, gradients all-reduced) or
   FSDP2 (``fully_shard`` on every transformer block, then on the root).
 - ``gradient_sync(model, enabled)`` around each micro-step: accumulation micro-steps skip the
@@ -14,7 +17,7 @@ single-process loop with a few calls at fixed points:
 - ``clip_grad_norm(model, max_norm)`` works on plain and sharded (DTensor) gradients alike.
 - ``reduce_mean`` / ``any_rank`` / ``gather_objects`` / ``broadcast_object`` for metrics,
   evaluation, the stop flag and per-rank state.
-- Checkpoints keep the single-process layout (``model.safetensors`` + ``model.json`` that
+- ``save_distributed_checkpoint`` / ``load_sharded``: checkpoints keep the single-process layout (``model.safetensors`` + ``model.json`` that
   ``enlace_model.checkpoint.load_model`` reads, ``trainer_state.pt``). Rank 0 writes everything
   except, under FSDP, each rank's own shard of the model and optimizer in ``distcp/`` (written
   through ``torch.distributed.checkpoint``, which also re-shards on load). The per-rank RNG and
