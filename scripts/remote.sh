@@ -4,14 +4,14 @@
 # Train on a GPU server over SSH; every run lives in a detached tmux session on the server, so a
 # dropped connection never stops it.
 #
-#   scripts/remote.sh sync [--data PATH]... [-v]   push code and configs (and data only when asked)
-#   scripts/remote.sh setup                        install uv if missing, then `uv sync --locked`
-#   scripts/remote.sh run CONFIG [key=value ...]   validate locally, start enlace-train in tmux
-#   scripts/remote.sh logs [RUN] [-n LINES]        follow a run's output (default: newest run)
-#   scripts/remote.sh status                       runs, their state, last metrics line of each
-#   scripts/remote.sh attach RUN                   attach to the run's tmux session (Ctrl-b d)
-#   scripts/remote.sh stop RUN [--no-wait]         SIGTERM the run: it checkpoints and exits
-#   scripts/remote.sh pull RUN [--to DIR]          metrics, config, latest complete checkpoint
+#   scripts/remote.sh sync [--data PATH]... [-v]        push code and configs (and data only when asked)
+#   scripts/remote.sh setup                             install uv if missing, then `uv sync --locked`
+#   scripts/remote.sh run [--nproc N] CONFIG [k=v ...]  validate here, start enlace-train in tmux
+#   scripts/remote.sh logs [RUN] [-n LINES]             follow a run's output (default: newest run)
+#   scripts/remote.sh status                            runs, their state, last metrics line of each
+#   scripts/remote.sh attach RUN                        attach to the run's tmux session (Ctrl-b d)
+#   scripts/remote.sh stop RUN [--no-wait]              SIGTERM the run: it checkpoints and exits
+#   scripts/remote.sh pull RUN [--to DIR]               metrics, config, latest complete checkpoint
 #
 # Settings come from .env at the repository root (see .env.example), or from the file named by
 # ENLACE_REMOTE_ENV; variables already set in the environment win. The file is parsed, never
@@ -357,12 +357,17 @@ find configs -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 $sha 
 EOF
 
 read -r -d '' REMOTE_RUN <<'EOF' || true
-name=$1 out_dir=$2
-shift 2   # the rest: CONFIG and the overrides, for enlace-train
+name=$1 out_dir=$2 nproc=$3
+shift 3   # the rest: CONFIG and the overrides, for enlace-train
 session=$(session_of "$name")
 command -v tmux >/dev/null 2>&1 || fail "tmux is not installed on the remote (e.g. sudo apt-get install tmux)"
 command -v uv >/dev/null 2>&1 || fail "uv is not installed on the remote: run scripts/remote.sh setup first"
 [ -f "$1" ] || fail "$1 is not in $PWD on the remote: run scripts/remote.sh sync first"
+if [ "$nproc" -gt 1 ]; then  # one job on several processes (GPUs): torchrun, as DISTRIBUTED.md says
+  set -- torchrun --standalone --nproc-per-node "$nproc" -m enlace_train "$@"
+else
+  set -- enlace-train "$@"
+fi
 if is_running "$name"; then
   fail "run $name is already running in tmux session $session on the remote; stop it first (scripts/remote.sh stop $name) or choose another run.name"
 fi
@@ -379,10 +384,10 @@ log=$1 state=$2
 shift 2
 trap : TERM
 export PYTHONUNBUFFERED=1  # the log shows each line as it is printed, not in 8 KB blocks
-{ printf "[remote.sh] %s start: uv run enlace-train" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf " %q" "$@"; echo; } | tee -a "$log"
-uv run enlace-train "$@" 2>&1 | (trap "" TERM; exec tee -a "$log")
+{ printf "[remote.sh] %s start: uv run" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf " %q" "$@"; echo; } | tee -a "$log"
+uv run "$@" 2>&1 | (trap "" TERM; exec tee -a "$log")
 rc=${PIPESTATUS[0]}
-printf "[remote.sh] %s enlace-train exited with code %s\n" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$rc" | tee -a "$log"
+printf "[remote.sh] %s %s exited with code %s\n" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$1" "$rc" | tee -a "$log"
 printf "%s\n" "$rc" >"$state.exit"  # last: the run is over once this file exists
 exit "$rc"'
 cmd="bash -c $(sq "$pane_script") enlace-run $(sq "$log") $(sq "$state")"
@@ -393,6 +398,12 @@ echo "run: output in $PWD/$log"
 EOF
 
 cmd_run() {
+  local nproc=1
+  if [[ ${1:-} == --nproc ]]; then
+    [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage_error "run --nproc needs a number of processes (GPUs)"
+    nproc=$2
+    shift 2
+  fi
   (($# >= 1)) || usage_error "run needs a CONFIG"
   local config=$1 a
   shift
@@ -437,7 +448,7 @@ sys.stdout.write(str(run.get("name", "")) + "\0" + str(run.get("out_dir", "")) +
     die 1 "run: configs/ on the remote differs from yours: run scripts/remote.sh sync first (nothing was started)"
 
   # 3. Start it under tmux.
-  remote "$REMOTE_RUN" "$name" "$out_dir" "$rel" "${overrides[@]}"
+  remote "$REMOTE_RUN" "$name" "$out_dir" "$nproc" "$rel" "${overrides[@]}"
   echo "run: follow it with scripts/remote.sh logs $name; stop it with scripts/remote.sh stop $name"
 }
 

@@ -69,9 +69,12 @@ def remote(server: rf.SshServer, tmp_path_factory: pytest.TempPathFactory) -> tu
 
 
 MAX_STEPS = 12
+# The run that `stop` ends: one job on two processes under torchrun (gloo on CPU), as on a
+# multi-GPU server; micro-batch 2 x 2 ranks = the global batch of 4.
 STOP_RUN = [
-    "run", CONFIG, "run.name=remote-stop", "train.max_steps=100000", "train.eval_every=100000",
-    "train.checkpoint_every=100000", *TINY,
+    "run", "--nproc", "2", CONFIG, "run.name=remote-stop", "train.max_steps=100000",
+    "train.eval_every=100000", "train.checkpoint_every=100000",
+    *[o if o != "hardware.micro_batch_size=4" else "hardware.micro_batch_size=2" for o in TINY],
 ]  # fmt: skip
 
 
@@ -262,6 +265,10 @@ def test_stop_checkpoints_and_pull_brings_back_a_loadable_model(
     step = int(ckpt.removeprefix("checkpoints/step_"))
     assert 2 <= step < 100000
     assert (run_dir / ckpt / "COMPLETE").exists()
+    console = (run_dir / "console.log").read_text()
+    assert "start: uv run torchrun --standalone --nproc-per-node 2 -m enlace_train" in console
+    assert f"stopped after step {step}" in console  # both ranks agreed on this step
+    assert "torchrun exited with code" in console
 
     status = rf.remote_sh(env, "status")
     assert "remote-stop  stopped (exit " in status.stdout, status.stdout
