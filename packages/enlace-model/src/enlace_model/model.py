@@ -145,9 +145,8 @@ def single_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None)
     SDPA's dispatch and without expanding the kv heads."""
     B, H, _, D = q.shape
     KV = k.shape[1]
-    qg = q.view(B, KV, H // KV, D) * (
-        1.0 / math.sqrt(D)
-    )  # (B, KV, G, D): G query heads per kv head
+    # (B, KV, G, D): the G = H/KV query heads that share kv head j are heads j*G .. j*G+G-1.
+    qg = q.view(B, KV, H // KV, D) * (1.0 / math.sqrt(D))
     scores = torch.matmul(qg, k.transpose(-1, -2))  # (B, KV, G, L)
     if mask is not None:
         scores = scores + mask
@@ -218,11 +217,14 @@ class Attention(nn.Module):
                 q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa
             )
         except RuntimeError as e:
-            if self.backend == "auto":
+            message = str(e).lower()
+            no_kernel = "no available kernel" in message or "no viable backend" in message
+            if self.backend == "auto" or not no_kernel:
                 raise
+            dtype = str(q.dtype).removeprefix("torch.")
             raise AttentionBackendError(
                 f"attention backend '{self.backend}' cannot run here (device {q.device.type}, "
-                f"dtype {str(q.dtype).removeprefix('torch.')}, head_dim {self.head_dim}): {str(e).rstrip('.')}. "
+                f"dtype {dtype}, head_dim {self.head_dim}): {str(e).rstrip('.')}. "
                 f"Choose another one with hardware.attention (or attention= when loading): "
                 f"'math' runs everywhere, 'auto' lets PyTorch pick; flash needs a CPU or an "
                 f"Ampere+ GPU in float16/bfloat16, mem_efficient needs a CUDA GPU."
