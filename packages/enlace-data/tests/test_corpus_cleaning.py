@@ -86,8 +86,12 @@ def test_txt_documents_unwrap_prose_keep_verse_and_drop_gutenberg(tmp_path: Path
 def test_txt_without_gutenberg_markers_is_kept_whole(tmp_path: Path) -> None:
     f = tmp_path / "a.txt"
     f.write_text("\ufeffPrimera línea.\n\nSegunda.\n", encoding="utf-8")
-    docs, _ = _read(f)
+    docs, reader = _read(f)
     assert docs == ["Primera línea.\n\nSegunda."]
+    assert reader.stats.bytes == f.stat().st_size
+    f.write_bytes(b"Uno.\r\n\r\nDos\r\ntres")  # CRLF, no final newline
+    docs, _ = _read(f)
+    assert docs == ["Uno.\n\nDos\ntres"]
 
 
 def test_jsonl_and_gzip(tmp_path: Path) -> None:
