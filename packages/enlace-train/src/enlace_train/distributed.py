@@ -249,13 +249,16 @@ def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn
             **no_buffer_sync,
         )
     if parallelism == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        # The profile's device, not whatever accelerator torch finds (a CPU run on a GPU box).
+        mesh = init_device_mesh(info.device.type, (info.world_size,))
         blocks = transformer_blocks(model)
         for i, block in enumerate(blocks):
             # The last block's parameters are needed again right away by backward: keep them.
-            fully_shard(block, reshard_after_forward=i < len(blocks) - 1)
-        fully_shard(model)  # the root: embeddings, final norm, head
+            fully_shard(block, mesh=mesh, reshard_after_forward=i < len(blocks) - 1)
+        fully_shard(model, mesh=mesh)  # the root: embeddings, final norm, head
         return model
     raise ValueError(f"unknown parallelism {parallelism!r} (expected 'ddp' or 'fsdp')")
 
