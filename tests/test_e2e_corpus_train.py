@@ -67,6 +67,15 @@ def test_raw_text_to_falling_loss(tmp_path: Path) -> None:
     assert len(manifest["splits"]["train"]["shards"]) >= 2
 
     torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: threads only add contention (seconds on a busy box)
+    try:
+        _train_and_check(out, vocab)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_and_check(out: Path, vocab: int) -> None:
     T, B = 32, 8
     data_cfg = DataConfig(kind="shards", path=str(out), context_length=T, eval_batches=4)
     model_cfg = ModelConfig(
