@@ -345,3 +345,18 @@ def test_every_rank_checks_its_hardware_before_joining_the_group(
         with pytest.raises(HardwareError):
             trainer.train(resolved)
         assert calls == ["hardware check"]
+
+
+def test_full_weights_load_into_a_sharded_model(group: D.DistInfo) -> None:
+    """train.init_from under FSDP: a single-process checkpoint's full weights, sharded on load."""
+    torch.manual_seed(5)
+    source = build_model(CFG).state_dict()
+    torch.manual_seed(6)
+    model = build_model(CFG)
+    D.wrap_model(model, "fsdp", group)
+    D.load_full_weights(model, source)
+    full = D.consolidated_state_dict(model, group)
+    assert full is not None and all(torch.equal(full[k], v) for k, v in source.items())
+    plain = build_model(CFG)
+    D.load_full_weights(plain, source)
+    assert all(torch.equal(plain.state_dict()[k], v) for k, v in source.items())
