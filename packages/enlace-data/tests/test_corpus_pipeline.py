@@ -334,3 +334,15 @@ def test_shared_books_lose_their_gutenberg_boilerplate(tmp_path: Path) -> None:
     # Wrapped prose was joined: the source wraps at ~72 columns, most text is in longer lines now.
     lines = [line for d in docs for line in d.split("\n") if line]
     assert sum(len(line) for line in lines if len(line) > 80) > 0.8 * len(text)
+
+
+def test_tokenizer_command(
+    built: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, manifest = built
+    assert main(["tokenizer", str(root / "out"), "--text", "¿Qué tal? ▁ 1984"]) == 0
+    out = capsys.readouterr().out
+    assert manifest["tokenizer_id"] in out and "<|endoftext|> 1" in out
+    assert "'<0xE2>':" in out and "round trip: ok" in out  # U+2581 as its bytes
+    assert main(["tokenizer", str(root / "nothing-here")]) == 2
+    assert "no tokenizer.model" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""`enlace-data corpus CONFIG`: build (or resume) a corpus of token shards from a YAML config."""
+"""`enlace-data corpus CONFIG`: build (or resume) a corpus of token shards from a YAML config;
+`enlace-data tokenizer PATH [--text TEXT]`: show a tokenizer (and how it splits a text)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
+    t = subparsers.add_parser(
+        "tokenizer",
+        help="show a tokenizer: id, vocabulary, special ids; --text shows how it splits a text",
+        description="PATH: a corpus out_dir, a checkpoint directory or a tokenizer.model file.",
+    )
+    t.add_argument("path", help="corpus directory, checkpoint directory or tokenizer.model")
+    t.add_argument("--text", help="encode this text and show its pieces")
+    t.set_defaults(func=run_tokenizer)
+
 
 def run(args: argparse.Namespace) -> int:
     from enlace_data.corpus.config import load_corpus_config
@@ -47,4 +57,23 @@ def run(args: argparse.Namespace) -> int:
         f"tokens in {len(splits['train']['shards']) + len(splits['val']['shards'])} shards under "
         f"{cfg.out_dir} (tokenizer {manifest['tokenizer_id']})"
     )
+    return 0
+
+
+def run_tokenizer(args: argparse.Namespace) -> int:
+    from enlace_data.tokenizer import Tokenizer, load_tokenizer
+
+    tok = load_tokenizer(args.path)
+    print(f"{type(tok).__name__} {tok.tokenizer_id}: vocabulary {tok.vocab_size}")
+    if tok.special_ids:
+        print("special ids: " + ", ".join(f"{n} {i}" for n, i in tok.special_ids.items()))
+    if args.text is not None:
+        ids = tok.encode(args.text)
+        n = len(args.text.encode("utf-8"))
+        print(f"{len(ids)} tokens for {n} bytes ({n / max(1, len(ids)):.2f} bytes/token)")
+        if isinstance(tok, Tokenizer):
+            print(" ".join(f"{tok.id_to_piece(i)!r}:{i}" for i in ids))
+        else:
+            print(" ".join(str(i) for i in ids))
+        print("round trip: " + ("ok" if tok.decode(ids) == args.text else "CHANGED"))
     return 0
