@@ -165,6 +165,24 @@ def test_run_survives_a_killed_client_and_hostile_values_stay_data(
     assert not steps_at_kill or max(steps_at_kill) < max_steps, "the run ended before the kill"
     assert server.tmux("has-session", "-t", "=remote-done").returncode == 0
 
+    # A new follower reconnects and is let be: it ends by itself when the run ends.
+    follower = subprocess.Popen(
+        ["bash", str(rf.REMOTE_SH), "logs", "remote-done", "-n", "1000"],
+        env={**os.environ, "ENLACE_REMOTE_ENV": str(env)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        start_new_session=True, text=True,
+    )  # fmt: skip
+    try:
+        followed, follow_err = follower.communicate(timeout=240)
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+    assert follower.returncode == 0, follow_err
+    # (On an idle machine the run may already be over; then logs prints its end and says so.)
+    assert "is running; Ctrl-C stops following" in follow_err or "is not running" in follow_err
+    assert f"step {max_steps}/{max_steps}" in followed
+    assert "enlace-train exited with code 0" in followed
+
     wait_for(
         lambda: (remote_dir / ".enlace-remote" / "remote-done.exit").exists(),
         "the run to finish inside tmux",
