@@ -311,7 +311,7 @@ def test_cli(
 
 def test_shared_books_lose_their_gutenberg_boilerplate(tmp_path: Path) -> None:
     shared = os.environ.get("ENLACE_SHARED_DATA")
-    books = Path(shared) / "es-pd" if shared else None
+    books = Path(shared).resolve() / "es-pd" if shared else None
     if books is None or not books.is_dir():
         pytest.skip("ENLACE_SHARED_DATA/es-pd not available (the test command sets it)")
     names = ["quiroga-cuentos-de-amor-de-locura-y-de-muerte.txt", "valera-pepita-jimenez.txt"]
