@@ -28,7 +28,7 @@ Architecture choices, and why:
   `lm_head` parameter at all (the forward uses the embedding matrix), so the state dict holds each
   tensor once.
 - Loss: cross-entropy plus z-loss, weight × mean(logsumexp(logits)²) over non-ignored positions
-  (PaLM); both computed from one logsumexp in float32 and returned as parts. Targets equal to -1
+  (PaLM); both computed from one fused log_softmax in float32 and returned as parts. Targets equal to -1
   are ignored.
 - Initialisation: every matrix N(0, init_std) (0.02 by default, GPT-2/nanoGPT), the two residual
   output projections (o_proj, down_proj) scaled by 1/sqrt(2·n_layers) so the residual stream's
@@ -516,15 +516,20 @@ class Transformer(nn.Module):
 
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss_weight: float) -> tuple[Tensor, Tensor]:
-    """Cross-entropy and weighted z-loss, means over positions whose target is not -1, both from
-    one float32 logsumexp. An all-ignored batch gives zeros, not NaN."""
+    """Cross-entropy and weighted z-loss, means over positions whose target is not -1, in float32.
+
+    One fused log_softmax serves both (its backward is PyTorch's fused kernel): the target's
+    log-probability gives the cross-entropy, and logsumexp = logit - log_softmax at the same index
+    gives the z-loss without a second pass over the vocabulary. An all-ignored batch gives zeros,
+    not NaN."""
     logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     keep = targets != -1  # (B, T)
-    lse = torch.logsumexp(logits, dim=-1)  # (B, T)
-    target_logit = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    index = targets.clamp(min=0).unsqueeze(-1)  # (B, T, 1)
+    target_logprob = F.log_softmax(logits, dim=-1).gather(-1, index).squeeze(-1)  # (B, T)
     count = keep.sum().clamp(min=1)
-    ce_loss = torch.where(keep, lse - target_logit, 0.0).sum() / count
+    ce_loss = -torch.where(keep, target_logprob, 0.0).sum() / count
     if z_loss_weight:
+        lse = logits.gather(-1, index).squeeze(-1) - target_logprob  # (B, T)
         z_loss = z_loss_weight * torch.where(keep, lse.square(), 0.0).sum() / count
     else:
         z_loss = torch.zeros((), dtype=ce_loss.dtype, device=ce_loss.device)
