@@ -33,9 +33,13 @@ import tempfile
 from pathlib import Path
 
 
-def run_case(argv_prefix: list[str], config: str, out: Path, extra: list[str]) -> list[float]:
+def run_case(
+    argv_prefix: list[str], config: str, out: Path, extra: list[str], omp_threads: int
+) -> list[float]:
     overrides = [f"run.out_dir={out}", *extra]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # torchrun sets OMP_NUM_THREADS=1 in its workers unless it is set: set it for every case, so
+    # the cases differ only by the wrapper (OpenMP's spinning threads alone move CPU figures).
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(omp_threads))
     proc = subprocess.run(
         [*argv_prefix, config, *overrides], env=env, capture_output=True, text=True, check=False
     )
@@ -57,6 +61,7 @@ def main() -> None:
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--nproc", type=int, default=1, help="also run DDP with this many ranks")
+    p.add_argument("--omp-threads", type=int, default=1, help="OMP_NUM_THREADS of every case")
     p.add_argument("overrides", nargs="*", help="key=value overrides for every case")
     args = p.parse_intermixed_args()
 
@@ -93,10 +98,15 @@ def main() -> None:
         for repeat in range(args.repeats):
             for i, (name, prefix, extra) in enumerate(cases):
                 out = Path(tmp) / f"r{repeat}-c{i}"
-                rates[name] += run_case(prefix, args.config, out, [*common, *extra])
+                rates[name] += run_case(
+                    prefix, args.config, out, [*common, *extra], args.omp_threads
+                )
                 print(f"  repeat {repeat + 1}/{args.repeats}: {name} done", file=sys.stderr)
     base = statistics.median(rates["single"])
-    print(f"{args.config}: {args.steps} steps, median tokens/s after the first log interval")
+    print(
+        f"{args.config}: {args.steps} steps, OMP_NUM_THREADS={args.omp_threads}, "
+        "median tokens/s after the first log interval"
+    )
     for name, values in rates.items():
         med = statistics.median(values)
         print(
