@@ -142,3 +142,41 @@ def test_bad_arguments_are_refused(model64):
     with pytest.raises(ValueError, match="top_p"):
         generate(model64, [[1]], 2, temperature=1.0, top_p=0.0)
     assert generate(model64, [[1]], 0) == [[]]
+
+
+def test_decode_step_equals_the_module_path_and_restores_threads(model64):
+    """decode_step (stacked weights, folded rotary, single-threaded small ops) against
+    forward_cached through the modules, one token at a time, on a ragged batch."""
+    cfg = model64.cfg
+    B, L = 2, 12
+    shape = (B, cfg.n_kv_heads, L, cfg.head_dim)
+    caches = [
+        [
+            (torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64))
+            for _ in range(cfg.n_layers)
+        ]
+        for _ in range(2)
+    ]
+    tokens = torch.randint(0, cfg.vocab_size, (B, L))
+    positions = torch.tensor([[0] * L, [max(0, j - 3) for j in range(L)]])
+    mask = torch.zeros(B, 1, 1, L, dtype=torch.float64)
+    mask[1, ..., :3] = float("-inf")  # sequence 1 is left-padded by 3
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():
+            tables = model64.decode_tables()
+            for s in range(3, L):  # slots 0..2: zeros in both caches
+                fast = model64.decode_step(
+                    tokens[:, s], caches[0], s, tables, positions[:, s], mask[..., : s + 1]
+                )
+                slow = model64.forward_cached(
+                    tokens[:, s : s + 1], caches[1], s, positions[:, s : s + 1], mask[..., : s + 1]
+                )
+                torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10)
+                for (k0, v0), (k1, v1) in zip(caches[0], caches[1], strict=True):
+                    torch.testing.assert_close(k0[:, :, s], k1[:, :, s], rtol=1e-12, atol=1e-12)
+                    torch.testing.assert_close(v0[:, :, s], v1[:, :, s], rtol=1e-12, atol=1e-12)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
