@@ -22,7 +22,10 @@ Architecture choices, and why:
   is eligible) and not on CPU.
 - A single-query path for decoding (one new token against the KV cache): two small matmuls and a
   softmax, no SDPA dispatch. It is the math kernel's computation, so it is used for `auto` and
-  `math`; a forced fused backend keeps going through SDPA even when decoding.
+  `math`; a forced fused backend keeps going through SDPA even when decoding. In float32/float64
+  generation goes further through `decode_step`: functional calls on stacked q|k|v and gate|up
+  weights, no module dispatch, and on CPU only the matmuls get the thread pool (per-token
+  overhead, not FLOPs, is what limits batch-1 decoding).
 - SwiGLU MLP (silu(gate) * up → down), hidden width from the config.
 - The LM head is tied to the token embedding or separate, by config. When tied there is no
   `lm_head` parameter at all (the forward uses the embedding matrix), so the state dict holds each
