@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -33,16 +34,18 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 
 
-def matmul_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
-    """FLOP/s of a large float32 matmul: the practical peak of this CPU."""
+def matmul_peak(n: int = 2048, seconds: float = 2.0) -> float:
+    """FLOP/s of the fastest large float32 matmul in `seconds`: the practical peak of this CPU.
+    Measured before and after every round; the best of all is the peak (load only slows it)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
-    times = []
-    for _ in range(repeats):
+    best = math.inf
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
         t0 = time.perf_counter()
         a @ b
-        times.append(time.perf_counter() - t0)
-    return 2 * n**3 / min(times)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
 
 
 def write_synthetic_shards(root: Path, vocab: int, tokens: int) -> None:
@@ -182,8 +185,7 @@ def main() -> None:
         f"{args.seq}, float32, {args.threads} threads, {fpt / 1e6:.0f} MFLOP/token (6N + attention)"
     )
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    peak = matmul_peak(args.threads)
-    print(f"measured matmul peak (2048^3 float32): {peak / 1e9:.1f} GFLOP/s")
+    peaks = [matmul_peak()]
 
     results: dict[str, list[float]] = {"trainer": [], "enlace bare loop": [], "qwen3 bare loop": []}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmpdir:
@@ -201,19 +203,29 @@ def main() -> None:
             results["trainer"] += bench_trainer(tmp, data_dir, args, rnd)
             results["enlace bare loop"] += bare_loop(*enlace, args, cfg.vocab_size)
             results["qwen3 bare loop"] += bare_loop(*qwen, args, cfg.vocab_size)
+            peaks.append(matmul_peak())
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
+    peak = max(peaks)
+    print(
+        f"matmul peak (2048^3 float32, best of {len(peaks)} measurements): {peak / 1e9:.1f} GFLOP/s"
+    )
     med = {k: statistics.median(v) for k, v in results.items()}
     print(f"\n{'way':<18} {'median tok/s':>12} {'min':>8} {'max':>8} {'MFU':>7}   (steps measured)")
     for k, v in results.items():
         print(
             f"{k:<18} {med[k]:12.0f} {min(v):8.0f} {max(v):8.0f} {fpt * med[k] / peak:7.1%}   ({len(v)})"
         )
-    overhead = 1 - med["trainer"] / med["enlace bare loop"]
-    print(f"\ntrainer overhead vs its bare loop: {overhead:+.1%} (target within 5%)")
-    print(
-        f"Enlace vs Qwen3 bare loop: {med['enlace bare loop'] / med['qwen3 bare loop']:.2f}x (target >= 1)"
-    )
+    best = {k: max(v) for k, v in results.items()}
+    # Under a load that comes and goes, the median mixes in other jobs' bursts; the best step is
+    # the least disturbed estimate of each way's own speed (timeit's reasoning). Both are printed.
+    for label, stat in (("median", med), ("best", best)):
+        overhead = 1 - stat["trainer"] / stat["enlace bare loop"]
+        ratio = stat["enlace bare loop"] / stat["qwen3 bare loop"]
+        print(
+            f"{label:>6}: trainer overhead vs its bare loop {overhead:+.1%} (target within 5%); "
+            f"Enlace vs Qwen3 bare loop {ratio:.2f}x (target >= 1)"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
