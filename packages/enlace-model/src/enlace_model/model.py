@@ -85,6 +85,9 @@ _SDPA_BACKENDS: dict[str, list[SDPBackend] | None] = {
     "auto": None,
 }
 
+# decode_step on CPU: only matmuls use the thread pool (see there). A switch for benchmarks.
+_SPLIT_DECODE_THREADS = True
+
 # A cache for one layer: (keys, values), each (B, KV, L, D), written in place.
 LayerCache = tuple[Tensor, Tensor]
 # One block's weights in decode_step's order: attn_norm, q|k|v stacked, q_norm, k_norm, o,
@@ -484,7 +487,7 @@ class Transformer(nn.Module):
         # norm, a rotation or a 4×S softmax costs more than the work, and on a busy machine far
         # more (a descheduled thread stalls every parallel region). Switching costs < 1 µs.
         threads = torch.get_num_threads()
-        split = threads > 1 and tokens.device.type == "cpu"
+        split = threads > 1 and tokens.device.type == "cpu" and _SPLIT_DECODE_THREADS
 
         def linear(h: Tensor, w: Tensor) -> Tensor:
             if not split:
