@@ -3,6 +3,7 @@ fails fastest (config before torch is imported, then the hardware, then data and
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -77,3 +78,32 @@ def test_resume_refusal_exits_2_through_the_cli(write_run, capsys):
     assert main([str(path), "hardware.micro_batch_size=1"]) == 2
     err = capsys.readouterr().err
     assert "hardware.micro_batch_size: 2 -> 1" in err
+
+
+def test_cpu_runs_set_a_passive_openmp_wait_policy_unless_exported(write_run, monkeypatch, capsys):
+    path = write_run("omp", data={"path": "/nonexistent/smoke", "fallback": "none"})
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert main([str(path)]) == 2  # fails at the data, after the environment is prepared
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert main([str(path)]) == 2
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_progress_line_rewrites_in_a_terminal_and_stays_silent_otherwise():
+    import io
+
+    from enlace_train.metrics import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        progress = Progress(stream)
+        progress.update("[run] step 1/10 (10%)")
+        progress.update("[run] step 2/10")
+        progress.clear()
+    assert tty.getvalue().startswith("\r[run] step 1/10 (10%)\r[run] step 2/10")
+    assert pipe.getvalue() == ""
