@@ -90,6 +90,9 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-decode", action="store_true")
+    ap.add_argument(
+        "--thread-variants", action="store_true", help="also compare decode_step's thread use"
+    )
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
@@ -152,6 +155,23 @@ def main() -> None:
                 f"  round {r + 1}: enlace {t_ours[-1] * 1e3:7.2f} ms/token, transformers "
                 f"{t_theirs[-1] * 1e3:7.2f} ms/token  (load {os.getloadavg()[0]:.1f})"
             )
+        # The floor with the same access pattern: only the weight reads, i.e. one matrix-vector
+        # product per weight matrix of the model (the head included), nothing else; best of 9.
+        mats = [
+            p.detach()
+            for n, p in model.named_parameters()
+            if p.ndim == 2 and n not in ("embed.weight", "lm_head.weight")
+        ]
+        mats.append(model.head_weight.detach())
+        vecs = {w.shape[1]: torch.randn(1, w.shape[1]) for w in mats}
+
+        def matvecs() -> None:
+            for w in mats:
+                torch.nn.functional.linear(vecs[w.shape[1]], w)
+
+        with torch.inference_mode():
+            matvecs()
+            floor = best_time(matvecs, 9)
         same = sum(a == b for a, b in zip(ours_out[0], theirs_out, strict=False))
         weight_bytes = (n_params - cfg.vocab_size * cfg.d_model + cfg.d_model) * 4
         if cfg.tie_embeddings:  # the head reads the whole (shared) matrix
@@ -162,14 +182,44 @@ def main() -> None:
             print(
                 f"{label:>6}: enlace {mo * 1e3:7.2f} ms/token ({1 / mo:5.1f} tokens/s), "
                 f"transformers {mt * 1e3:7.2f} ms/token ({1 / mt:5.1f} tokens/s), "
-                f"speed-up {mt / mo:.2f}x; of the bandwidth bound: enlace {bound / mo:.0%}, "
-                f"transformers {bound / mt:.0%}"
+                f"speed-up {mt / mo:.2f}x; of the matvec floor: enlace {floor / mo:.0%}, "
+                f"transformers {floor / mt:.0%}; of the read-bandwidth bound: enlace "
+                f"{bound / mo:.0%}, transformers {bound / mt:.0%}"
             )
         print(
             f"weights read per token {weight_bytes / 1e6:.0f} MB / read bandwidth "
-            f"{bw / 1e9:.1f} GB/s = bound {bound * 1e3:.2f} ms/token; same greedy tokens: "
-            f"{same}/{new}"
+            f"{bw / 1e9:.1f} GB/s = bound {bound * 1e3:.2f} ms/token; matvec floor (the same "
+            f"weights read by bare matrix-vector products, caches as in decoding) "
+            f"{floor * 1e3:.2f} ms/token = {weight_bytes / floor / 1e9:.1f} GB/s; same greedy "
+            f"tokens: {same}/{new}"
         )
+
+    if args.thread_variants:
+        # Why decode_step gives the thread pool only to the matmuls: enlace's decoding with the
+        # pool for every op, for matmuls only (the default), and with one thread, interleaved.
+        import enlace_model.model as model_module
+
+        prompt = torch.randint(0, cfg.vocab_size, (1, args.prompt_tokens)).tolist()
+        variants = {"2 threads, all ops": (2, False), "2 threads, matmuls only": (2, True)}
+        variants["1 thread"] = (1, False)
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        print(f"== enlace decoding, thread use ({args.new_tokens} new tokens)")
+        for _ in range(args.repeats):
+            for name, (threads, split) in variants.items():
+                torch.set_num_threads(threads)
+                model_module._SPLIT_DECODE_THREADS = split
+                times[name].append(
+                    median_time(lambda: generate(model, prompt, args.new_tokens), 1)
+                    / args.new_tokens
+                )
+        torch.set_num_threads(args.threads)
+        model_module._SPLIT_DECODE_THREADS = True
+        for name, ts in times.items():
+            print(
+                f"{name:>24}: median {statistics.median(ts) * 1e3:7.2f} ms/token, best "
+                f"{min(ts) * 1e3:6.2f}  rounds {[round(t * 1e3, 1) for t in ts]}"
+            )
+        print(f"load average now {os.getloadavg()}")
 
     if not args.skip_train:
         peak = matmul_peak()
