@@ -89,6 +89,13 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument(
+        "--z-loss",
+        type=float,
+        default=0.0,
+        help="enlace's z-loss weight in the training step (0: plain cross-entropy, like the "
+        "transformers side)",
+    )
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument(
         "--thread-variants", action="store_true", help="also compare decode_step's thread use"
@@ -233,7 +240,7 @@ def main() -> None:
         opt_theirs = torch.optim.AdamW(hf.parameters(), lr=1e-4, fused=False, foreach=True)
 
         def step_ours() -> None:
-            loss = model(x, y, z_loss_weight=1e-4).loss
+            loss = model(x, y, z_loss_weight=args.z_loss).loss
             assert loss is not None
             loss.backward()
             opt_ours.step()
