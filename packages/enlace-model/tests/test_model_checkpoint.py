@@ -161,7 +161,7 @@ def test_incomplete_step_directory_is_refused(tmp_path, cfg):
     [
         ({"d_model": 64, "ffn_hidden": 64}, "'embed.weight'", r"shape \(64, 32\) in the file"),
         ({"n_layers": 3}, "'layers.2.attn_norm.weight'", "missing from the file"),
-        ({"qk_norm": False}, "'layers.0.attn.k_norm.weight'", "not in a model of this config"),
+        ({"qk_norm": False}, "'layers.0.attn.q_norm.weight'", "not in a model of this config"),
         ({"tie_embeddings": False}, "'lm_head.weight'", "missing"),
     ],
 )
@@ -210,3 +210,30 @@ def test_bad_paths_and_configs(tmp_path, cfg):
     (d / "model.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="format version 99"):
         read_model_config(d)
+
+
+def test_own_safetensors_writer_round_trips_every_dtype(tmp_path):
+    """enlace-model writes safetensors itself (safetensors' torch writer needs numpy)."""
+    from enlace_model.checkpoint import write_safetensors
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    tensors = {
+        "f32": torch.randn(3, 5),
+        "bf16": torch.randn(4, 2).to(torch.bfloat16),
+        "f16": torch.randn(7).to(torch.float16),
+        "f64": torch.randn(2, 2, 2, dtype=torch.float64),
+        "i64": torch.arange(5),
+        "flag": torch.tensor([True, False, True]),
+        "scalar": torch.tensor(3.5),
+        "empty": torch.zeros(0, 4),
+        "strided": torch.randn(6, 4).t(),  # not contiguous: written contiguous
+    }
+    path = tmp_path / "t.safetensors"
+    write_safetensors(path, tensors, {"format": "pt"})
+    back = load_file(str(path))
+    assert list(back) == list(tensors)
+    for name, t in tensors.items():
+        assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
+    with safe_open(str(path), framework="pt") as f:
+        assert f.metadata() == {"format": "pt"}

@@ -20,11 +20,14 @@ trained in float16 with mem_efficient attention on a GPU loads in float32 on a C
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
 import re
 import shutil
+import struct
+import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -202,18 +205,64 @@ def atomic_checkpoint(run_dir: PathLike, step: int) -> Iterator[Path]:
         raise
 
 
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
+}
+
+
+def write_safetensors(
+    path: PathLike, tensors: Mapping[str, Tensor], metadata: dict[str, str]
+) -> None:
+    """Write a .safetensors file (8-byte little-endian header length, JSON header, raw data),
+    fsynced. Written here because safetensors' own torch writer needs numpy, which enlace-model
+    does not depend on; the files are read by safetensors, transformers and llama.cpp alike."""
+    if sys.byteorder != "little":
+        raise RuntimeError("writing safetensors on a big-endian machine is not supported")
+    header: dict[str, Any] = {}
+    blobs: list[Tensor] = []
+    offset = 0
+    for name, value in tensors.items():
+        t = value.detach().to("cpu").contiguous()
+        if t.dtype not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"tensor {name!r}: dtype {t.dtype} has no safetensors code")
+        nbytes = t.numel() * t.element_size()
+        header[name] = {
+            "dtype": _SAFETENSORS_DTYPES[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + nbytes],
+        }
+        blobs.append(t)
+        offset += nbytes
+    header["__metadata__"] = metadata
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for t in blobs:
+            n = t.numel() * t.element_size()
+            if n:  # a view of the tensor's memory, no copy
+                f.write((ctypes.c_ubyte * n).from_address(t.data_ptr()))
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def save_model(directory: PathLike, model: Transformer, cfg: ModelConfig) -> None:
     """Write model.safetensors and model.json into `directory` (each file atomically). The weights
-    are saved in the dtype they have; contiguous CPU copies, each tensor once."""
-    from safetensors.torch import save_file
-
+    are saved in the dtype they have, each tensor once."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     tmp = d / f"{_TMP_PREFIX}{MODEL_FILE}-{os.getpid()}"
-    save_file(state, str(tmp), metadata={"format": "pt"})
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
+    write_safetensors(tmp, model.state_dict(), {"format": "pt"})
     os.replace(tmp, d / MODEL_FILE)
     meta = {
         "format": FORMAT,

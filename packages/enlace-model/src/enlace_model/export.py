@@ -52,6 +52,7 @@ from enlace_model.checkpoint import (
     load_state_dict,
     read_model_config,
     resolve_checkpoint,
+    write_safetensors,
 )
 from enlace_model.errors import CheckpointError
 
@@ -412,8 +413,6 @@ def _write_json(path: Path, data: Any) -> None:
 # --- export -------------------------------------------------------------------------------------
 def export_hf(checkpoint: PathLike, out_dir: PathLike) -> Path:
     """Write a Hugging Face folder for a checkpoint (or a run directory's newest). Returns it."""
-    from safetensors.torch import save_file
-
     ckpt = resolve_checkpoint(checkpoint)
     if (ckpt / HF_CONFIG_FILE).is_file() and not (ckpt / "model.json").is_file():
         raise CheckpointError(f"{ckpt}: already an exported Hugging Face folder")
@@ -430,8 +429,7 @@ def export_hf(checkpoint: PathLike, out_dir: PathLike) -> Path:
     special = _special_ids(ckpt)
     eos = _eot_id(ckpt, special) if sp_model.is_file() else None
 
-    hf_state = {k: v.contiguous() for k, v in state_dict_to_hf(state).items()}
-    save_file(hf_state, str(out / MODEL_FILE), metadata={"format": "pt"})
+    write_safetensors(out / MODEL_FILE, state_dict_to_hf(state), {"format": "pt"})
     _write_json(out / HF_CONFIG_FILE, hf_config(cfg, eos_token_id=eos))
     generation: dict[str, Any] = {"do_sample": False}
     if eos is not None:
