@@ -27,9 +27,8 @@ from enlace_agent.tools.search.errors import (
     MissingCredential,
     ProviderError,
     QueryError,
-    QuotaExhausted,
-    RateLimited,
     SearchConfigError,
+    Throttled,
 )
 from enlace_agent.tools.search.models import (
     SearchRequest,
@@ -174,7 +173,7 @@ class SearchChain:
         raise AllProvidersFailed([s.error for s in skipped])
 
     def _maybe_cool_down(self, name: str, exc: ProviderError) -> None:
-        if self.config.cooldown_s <= 0 or not isinstance(exc, RateLimited | QuotaExhausted):
+        if self.config.cooldown_s <= 0 or not isinstance(exc, Throttled):
             return
         hint = exc.retry_after_s
         seconds = (

@@ -67,9 +67,9 @@ class ProviderError(SearchError):
         return f"{self.reason_es} (HTTP {self.status})" if self.status else self.reason_es
 
 
-class RateLimited(ProviderError):
-    kind = "rate_limited"
-    reason_es = "límite de peticiones alcanzado"
+class Throttled(ProviderError):
+    """The provider refuses for a while (rate limit, bot check, quota): the chain cools it down,
+    for `retry_after_s` when the provider said how long."""
 
     def __init__(
         self,
@@ -81,6 +81,11 @@ class RateLimited(ProviderError):
     ) -> None:
         super().__init__(provider, detail, status=status)
         self.retry_after_s = retry_after_s
+
+
+class RateLimited(Throttled):
+    kind = "rate_limited"
+    reason_es = "límite de peticiones alcanzado"
 
 
 class Blocked(RateLimited):
@@ -88,20 +93,9 @@ class Blocked(RateLimited):
     reason_es = "bloqueado con una verificación anti-bots"
 
 
-class QuotaExhausted(ProviderError):
+class QuotaExhausted(Throttled):
     kind = "quota_exhausted"
     reason_es = "cuota agotada"
-
-    def __init__(
-        self,
-        provider: str,
-        detail: str,
-        *,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(provider, detail, status=status)
-        self.retry_after_s = retry_after_s
 
 
 class Unavailable(ProviderError):
@@ -179,5 +173,6 @@ __all__ = [
     "ResponseTooLarge",
     "SearchConfigError",
     "SearchError",
+    "Throttled",
     "Unavailable",
 ]
