@@ -17,13 +17,17 @@ from enlace_config.schema.data import DataConfig  # noqa: E402
 from enlace_config.schema.model import ModelConfig  # noqa: E402
 from enlace_data.cli import main as data_cli  # noqa: E402
 from enlace_data.loader import build_loader, eval_batches  # noqa: E402
-from enlace_data.sample import builtin_text  # noqa: E402
+from enlace_data.sample import builtin_split  # noqa: E402
 from enlace_model import build_model  # noqa: E402
 
 
 def _write_sources(root: Path) -> None:
-    """Paragraphs of the built-in sample as jsonl documents, plus a wrapped .txt 'book'."""
-    paragraphs = [p for p in builtin_text().decode("utf-8").split("\n\n") if len(p) > 200]
+    """Paragraphs of the built-in books (val split) as jsonl documents, plus a wrapped .txt 'book'."""
+    paragraphs = [
+        p
+        for p in builtin_split("val")[:60_000].decode("utf-8", "ignore").split("\n\n")
+        if len(p) > 200
+    ]
     (root / "web").mkdir(parents=True)
     with open(root / "web" / "docs.jsonl", "w", encoding="utf-8") as f:
         for i in range(0, len(paragraphs) - 1, 2):

@@ -62,7 +62,7 @@ def test_prepared_books_to_checkpoint_to_sample_and_resume(clone: Path) -> None:
 
     train = run("enlace_train", "configs/runs/smoke-cpu.yaml", *SHORT, cwd=clone)
     assert train.returncode == 0, train.stdout + train.stderr
-    assert "prepared corpus data/smoke" in train.stdout  # not the built-in sample
+    assert "prepared corpus data/smoke" in train.stdout  # not the built-in books
     run_dir = clone / "runs" / "smoke-cpu"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in rows if "loss" in r]
@@ -84,7 +84,7 @@ def test_prepared_books_to_checkpoint_to_sample_and_resume(clone: Path) -> None:
     assert steps == sorted(steps) and steps[-1] == 8
 
 
-def test_fresh_clone_without_data_trains_on_the_builtin_sample(clone: Path) -> None:
+def test_fresh_clone_without_data_trains_on_the_builtin_books(clone: Path) -> None:
     train = run("enlace_train", "configs/runs/smoke-cpu.yaml", *SHORT, cwd=clone)
     assert train.returncode == 0, train.stdout + train.stderr
-    assert "built-in sample" in train.stdout
+    assert "built-in books" in train.stdout

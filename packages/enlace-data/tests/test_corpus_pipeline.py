@@ -21,11 +21,13 @@ from enlace_data.corpus import build_corpus, load_corpus_config
 from enlace_data.corpus.encode import CRASH_ENV
 from enlace_data.corpus.pipeline import CorpusBuild
 from enlace_data.loader import build_loader, eval_batches
-from enlace_data.sample import builtin_text
 from enlace_data.shards import list_shards, open_shard
 from enlace_data.tokenizer import Tokenizer
 
-PARAGRAPHS = [p for p in builtin_text().decode("utf-8").split("\n\n") if len(p) > 300]
+# Original Spanish text written for Enlace (40 KB): small enough for fast tests.
+SAMPLE = (Path(__file__).parent / "sample_es.txt").read_bytes()
+
+PARAGRAPHS = [p for p in SAMPLE.decode("utf-8").split("\n\n") if len(p) > 300]
 ENGLISH = " ".join(
     ["It was the best of times and the worst of times, the age of wisdom and of foolishness."] * 6
 )

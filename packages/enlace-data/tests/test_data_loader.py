@@ -10,7 +10,7 @@ import pytest
 from enlace_config.schema.data import DataConfig
 from enlace_data import DataError
 from enlace_data.loader import Loader, Permutation, build_loader, eval_batches
-from enlace_data.sample import builtin_split, builtin_text
+from enlace_data.sample import builtin_split
 from enlace_data.shards import shard_name, write_shard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -284,7 +284,7 @@ def test_bytes_per_token_and_description(sources: dict[str, DataConfig]) -> None
     assert byts.description == f"prepared corpus {sources['bytes'].path}"
     assert (
         build_loader(sources["builtin"], micro_batch_size=1, seed=0).description
-        == "built-in sample"
+        .startswith("built-in books")
     )
 
 
@@ -296,23 +296,44 @@ def test_train_and_val_never_overlap(sources: dict[str, DataConfig]) -> None:
         int(t) for x, y in eval_batches(sources["shards"], micro_batch_size=4) for t in y.ravel()
     }
     assert train_tokens and val_tokens and not train_tokens & val_tokens
-    # Built-in sample: the two splits partition the text at a paragraph break ...
-    train, val = builtin_split("train"), builtin_split("val")
-    assert train + val == builtin_text()
-    assert train.endswith(b"\n\n") and 0.05 < len(val) / len(builtin_text()) < 0.2
-    # ... and share no 64-byte passage (the sample repeats no paragraph).
-    pieces = {val[i : i + 64] for i in range(0, len(val) - 64, 16)}
-    assert not any(p in train for p in pieces)
 
 
-def test_builtin_sample_is_substantial_spanish_nfc() -> None:
+def test_builtin_books_are_the_prepared_smoke_corpus(tmp_path: Path) -> None:
+    """The embedded texts equal what `enlace-data smoke --from` makes of the shared books."""
+    import os
+
+    shared = os.environ.get("ENLACE_SHARED_DATA")
+    if not shared or not (Path(shared) / "es-pd").is_dir():
+        pytest.skip("ENLACE_SHARED_DATA/es-pd (the public-domain books) is not available")
+    from enlace_data.cli import main as data_cli
+
+    assert data_cli(["smoke", "--from", str(Path(shared) / "es-pd"), "--out", str(tmp_path)]) == 0
+    for split in ("train", "val"):
+        assert builtin_split(split) == (tmp_path / f"{split}.txt").read_bytes(), split
+
+
+def test_builtin_books_are_substantial_spanish_nfc_without_trademark() -> None:
     import unicodedata
 
-    text = builtin_text().decode("utf-8")
-    assert len(builtin_text()) > 38_000
+    train, val = builtin_split("train"), builtin_split("val")
+    assert len(train) > 8_000_000 and 0.03 < len(val) / (len(train) + len(val)) < 0.08
+    text = (train + val).decode("utf-8")
     assert unicodedata.is_normalized("NFC", text) and "\r" not in text
-    for word in (" que ", " la ", "ñ", "¿", "—"):
+    assert "gutenberg" not in text.lower()
+    for word in (" que ", " la ", "ñ", "¿", "—", "Sancho"):
         assert word in text
+
+
+def test_damaged_builtin_books_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from enlace_data import sample
+
+    sample.builtin_split.cache_clear()
+    monkeypatch.setitem(sample.SHA256, "val", "0" * 64)
+    try:
+        with pytest.raises(DataError, match="damaged"):
+            sample.builtin_split("val")
+    finally:
+        sample.builtin_split.cache_clear()
 
 
 def test_missing_bytes_data_is_explained(tmp_path: Path) -> None:

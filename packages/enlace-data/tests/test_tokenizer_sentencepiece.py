@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 from enlace_data import DataError
-from enlace_data.sample import builtin_text
 from enlace_data.tokenizer import (
     SPECIAL_TOKENS,
     ByteTokenizer,
@@ -20,11 +19,14 @@ from enlace_data.tokenizer import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# Original Spanish text written for Enlace (40 KB): small enough for fast tests.
+SAMPLE = (Path(__file__).parent / "sample_es.txt").read_bytes()
+
 VOCAB = 600
 
 
 def _lines() -> list[str]:
-    text = builtin_text().decode("utf-8")
+    text = SAMPLE.decode("utf-8")
     # A little code and digits so the sample is not only prose.
     extra = [
         "def f(x):",

@@ -59,7 +59,7 @@ TINY_RUN: dict[str, Any] = {
         "checkpoint_every": 4,
         "keep_checkpoints": 3,
     },
-    # the built-in Spanish sample of enlace-data: no shared data needed
+    # the public-domain books built into enlace-data: no shared data needed
     "data": {
         "kind": "bytes",
         "path": "no-such-dir",

@@ -77,7 +77,7 @@ def write_run(root: Path, name: str, out: str | None = None, **train: Any) -> Pa
     cfg = json.loads(json.dumps(RUN))
     cfg["train"].update(train)
     cfg["run"] = {"name": name, "out_dir": str(root / "runs" / (out or name))}
-    cfg["data"]["path"] = str(root / "no-such-dir")  # the built-in sample, whatever the cwd
+    cfg["data"]["path"] = str(root / "no-such-dir")  # the built-in books, whatever the cwd
     path = root / f"{out or name}.yaml"
     path.write_text(json.dumps(cfg, indent=1), encoding="utf-8")  # JSON is YAML
     return path

@@ -27,7 +27,7 @@ Validation
     valid start of the val split (overlapping when the split is small), the same every call.
 
 Reading
-    Byte text is memory-mapped (or, for the built-in sample, held in memory). Shards are opened
+    Byte text is memory-mapped (or, for the built-in books, held in memory). Shards are opened
     lazily: their headers are validated up front, and at most `max_open` of them are open at a time
     (least recently used closed first), so thousands of shards hold few file descriptors. By default
     a window is one positioned read (`os.preadv`) straight into the batch buffer: nothing of the
@@ -118,7 +118,7 @@ class _Source:
 
     kind: str
     description: str
-    location: str  # what error messages name: a directory, a file, or "built-in sample"
+    location: str  # what error messages name: a directory, a file, or "built-in books"
     fingerprint: str
     summary: str
     lengths: IntArray
@@ -254,9 +254,9 @@ def _builtin_source(split: Split) -> _BytesSource:
     data = builtin_split(split)
     return _BytesSource(
         np.frombuffer(data, dtype=np.uint8),
-        description="built-in sample",
+        description="built-in books (the 14 public-domain books of `enlace-data smoke`)",
         name=f"builtin-{split}",
-        location=f"built-in sample ({split})",
+        location=f"built-in books ({split})",
     )
 
 
@@ -268,7 +268,7 @@ def _bytes_source(cfg: DataConfig, split: Split) -> _BytesSource:
         raise DataError(
             f"data.path {cfg.path!r} does not exist; prepare it with `enlace-data smoke` "
             "(or `enlace-data smoke --from DIR` without network), or set data.fallback=builtin "
-            "to train on the Spanish sample built into enlace-data",
+            "to train on the public-domain books built into enlace-data",
             path=root,
         )
     if not root.is_dir():

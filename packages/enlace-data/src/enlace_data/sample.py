@@ -1,35 +1,46 @@
-"""The Spanish sample built into enlace-data: original text written for Enlace (about 40 KB).
+"""The smoke corpus built into enlace-data: the 14 pinned public-domain Spanish books (8.6 MB).
 
-Used when a bytes run's `data.path` does not exist and `data.fallback` is `builtin`, so the smoke
-job runs on a fresh clone with no network. Split deterministically: the train split is the text
-before the first paragraph break at or after 90% of its bytes, the val split is the rest. The two
-never overlap and together are the whole sample.
+Used when a bytes run's `data.path` does not exist and `data.fallback` is `builtin`, so the first
+command of a fresh clone trains, offline, on the same text `enlace-data smoke` prepares: the files
+`smoke_train.txt.xz` and `smoke_val.txt.xz` are exactly its `train.txt` and `val.txt` (each book
+cleaned by `enlace_data.gutenberg.clean_book`, split per book at a paragraph break at 95%), xz
+compressed (2.5 MB). `SMOKE_NOTICE.md` says what the texts are and why they are public domain;
+`sha256` pins below guard the embedded bytes (a test recomputes them from the shared books).
 """
 
 from __future__ import annotations
 
+import hashlib
+import lzma
 from functools import cache
 from importlib.resources import files
 from typing import Literal
 
-SAMPLE_FILE = "sample_es.txt"
-VAL_FRACTION = 0.10
+from enlace_data.errors import DataError
+
+Split = Literal["train", "val"]
+EMBEDDED = {"train": "smoke_train.txt.xz", "val": "smoke_val.txt.xz"}
+SHA256 = {
+    "train": "3ccc21c355a4a6f5073c1421deae861963cf85ba39a8a09704d59e6e1741394f",
+    "val": "f88ba18e1b1e5d3594afe1fb3ae15e532fa48826bbc03d85505ed5a4912c810d",
+}
 
 
 @cache
-def builtin_text() -> bytes:
-    """The whole sample as UTF-8 bytes (NFC, "\\n" line endings)."""
-    return files("enlace_data").joinpath(SAMPLE_FILE).read_bytes()
+def builtin_split(split: Split) -> bytes:
+    """One split of the built-in corpus as UTF-8 bytes (NFC, "\\n" line endings), checked."""
+    data = lzma.decompress(files("enlace_data").joinpath(EMBEDDED[split]).read_bytes())
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SHA256[split]:  # a damaged install: never train on it silently
+        raise DataError(
+            f"the built-in smoke corpus ({EMBEDDED[split]}) is damaged: sha256 {digest}, "
+            f"expected {SHA256[split]}; reinstall enlace-data"
+        )
+    return data
 
 
-def split_point(data: bytes, val_fraction: float = VAL_FRACTION) -> int:
+def split_point(data: bytes, val_fraction: float) -> int:
     """Byte offset where val starts: just after the first blank line at or past (1 - fraction)."""
     target = int(len(data) * (1 - val_fraction))
     cut = data.find(b"\n\n", target)
     return len(data) if cut < 0 else cut + 2
-
-
-def builtin_split(split: Literal["train", "val"]) -> bytes:
-    data = builtin_text()
-    cut = split_point(data)
-    return data[:cut] if split == "train" else data[cut:]

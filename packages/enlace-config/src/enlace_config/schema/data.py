@@ -19,7 +19,7 @@ class DataConfig(StrictModel):
     )
     fallback: Literal["none", "builtin"] = Field(
         "none",
-        description="bytes only: when `path` does not exist, train on the Spanish sample built "
+        description="bytes only: when `path` does not exist, train on the public-domain books built "
         "into enlace-data (the log says which one a run used).",
     )
     context_length: PositiveInt = Field(..., description="Tokens per training sequence.")
@@ -32,7 +32,7 @@ class DataConfig(StrictModel):
                 [
                     FieldProblem(
                         "fallback",
-                        "the built-in sample is UTF-8 bytes; a shards run has no fallback "
+                        "the built-in books are UTF-8 bytes; a shards run has no fallback "
                         "(set fallback: none, or kind: bytes)",
                         ("kind",),
                     )
