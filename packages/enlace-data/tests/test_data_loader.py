@@ -282,9 +282,8 @@ def test_bytes_per_token_and_description(sources: dict[str, DataConfig]) -> None
     byts = build_loader(sources["bytes"], micro_batch_size=1, seed=0)
     assert byts.bytes_per_token == 1.0
     assert byts.description == f"prepared corpus {sources['bytes'].path}"
-    assert (
-        build_loader(sources["builtin"], micro_batch_size=1, seed=0).description
-        .startswith("built-in books")
+    assert build_loader(sources["builtin"], micro_batch_size=1, seed=0).description.startswith(
+        "built-in books"
     )
 
 
