@@ -431,8 +431,9 @@ cmd_run() {
   {
     IFS= read -r -d '' name && IFS= read -r -d '' out_dir
   } < <(cd "$root" && uv run -q python -c '
-import sys, yaml
-run = (yaml.safe_load(open(sys.argv[1], encoding="utf-8")) or {}).get("run") or {}
+import sys
+from ruamel.yaml import YAML
+run = (YAML(typ="safe", pure=True).load(open(sys.argv[1], encoding="utf-8")) or {}).get("run") or {}
 sys.stdout.write(str(run.get("name", "")) + "\0" + str(run.get("out_dir", "")) + "\0")
 ' "$scratch/resolved.yaml") || die 1 "run: could not read run.name and run.out_dir from enlace-config's output"
   valid_run_name "$name" || die 2 "run: run.name $name is not a valid run name ([A-Za-z0-9._-])"

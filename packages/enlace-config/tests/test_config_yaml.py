@@ -174,22 +174,3 @@ def test_os_error_is_reported_not_raised(tmp_path: Path) -> None:
     problems: list[Problem] = []
     assert read_yaml_file(tmp_path / "file" / "x.yaml", problems) is None
     assert "cannot read" in str(problems[0]) and "x.yaml" in str(problems[0])
-
-
-def test_pure_python_parser_behaves_the_same(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Where libyaml is missing, PyYAML's pure-Python parser is used: same values, same positions.
-    from enlace_config import yamlio
-
-    monkeypatch.setattr(yamlio, "_Loader", yamlio._loader_class(use_libyaml=False))
-    data, problems = read(tmp_path, "a: 3e-4\nb: no\nc:\n  d: 010\n")
-    assert problems == [] and data == {"a": 3e-4, "b": "no", "c": {"d": 10}}
-    _, problems = read(tmp_path, "a: 1\na: 2\n")
-    assert "x.yaml:2" in str(problems[0]) and "duplicate key" in str(problems[0])
-    _, problems = read(tmp_path, "a: [1\n")
-    assert "YAML syntax error" in str(problems[0])
-    path = tmp_path / "y.yaml"
-    path.write_text("a:\n  b: 1\n")
-    doc = read_yaml_file(path, [])
-    assert doc is not None and doc.origins[("a", "b")].line == 2 and doc.raw[("a", "b")] == "1"

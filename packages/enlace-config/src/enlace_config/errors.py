@@ -1,11 +1,23 @@
 """Where a value came from, one problem with a config, and the error that lists them all."""
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 OriginKind = Literal["file", "override", "default"]
+MAX_QUOTED = 60  # characters of a value quoted in a message
+MAX_OF_A_KIND = 20  # problems of one kind listed before the rest are only counted
+
+
+def quote(value: Any) -> str:
+    """A value as a message quotes it: its repr, cut to MAX_QUOTED characters (a 50 MB scalar
+    is not echoed whole); a mapping is "a mapping"."""
+    if isinstance(value, dict):
+        return "a mapping"
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED else f"{text[: MAX_QUOTED - 3]}... ({len(text)} chars)"
 
 
 def display_path(path: Path) -> str:
@@ -58,13 +70,16 @@ class Problem:
 
     `key` is the dotted key path (None for problems with a whole file, such as a YAML syntax
     error); `message` says what is wrong and what was expected, the bad value included; `related`
-    lists the other keys a cross-field rule involves, with where each was set.
+    lists the other keys a cross-field rule involves, with where each was set. `kind` groups
+    problems that can come by the thousand ("unknown key"): past MAX_OF_A_KIND of one kind, the
+    message lists only how many more there are.
     """
 
     message: str
     key: str | None = None
     origin: Origin | None = None
     related: tuple[tuple[str, Origin | None], ...] = ()
+    kind: str = ""
 
     def __str__(self) -> str:
         parts: list[str] = []
@@ -98,4 +113,14 @@ class ConfigError(ValueError):
         n = len(self.problems)
         what = f"{n} problem{'s' if n != 1 else ''}"
         head = f"{what} in {self.subject}:" if self.subject else f"{what} in the config:"
-        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+        lines, seen = [head], Counter[str]()
+        for problem in self.problems:
+            seen[problem.kind] += 1
+            if seen[problem.kind] <= MAX_OF_A_KIND:
+                lines.append(f"  - {problem}")
+        lines.extend(
+            f"  ... and {n - MAX_OF_A_KIND} more problems of the kind {kind or 'other'!r}, not listed"
+            for kind, n in seen.items()
+            if n > MAX_OF_A_KIND
+        )
+        return "\n".join(lines)
