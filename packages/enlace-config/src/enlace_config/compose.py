@@ -18,7 +18,15 @@ from typing import Any, Generic, TypeVar, Union, cast, get_args, get_origin, ove
 
 from pydantic import BaseModel, ValidationError
 
-from enlace_config.errors import ConfigError, Origin, Problem, display_path
+from enlace_config.errors import (
+    MAX_OF_A_KIND,
+    ConfigError,
+    Origin,
+    Problem,
+    display_path,
+    quote,
+    resolved,
+)
 from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
 from enlace_config.schema.base import FieldProblem, FieldProblems
 from enlace_config.schema.run import RunConfig
@@ -34,6 +42,7 @@ from enlace_config.yamlio import (
 
 CONFIGS_DIRNAME = "configs"
 INCLUDE_KEY = "include"
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines() splits at
 # The layer slots of a run file: every section of RunConfig except `run` itself.
 SLOTS: tuple[str, ...] = tuple(name for name in RunConfig.model_fields if name != "run")
 
@@ -51,27 +60,21 @@ def find_configs_root(path: Path) -> Path:
     (a run file kept elsewhere can still include the shared layers); failing that the file's own
     folder.
     """
-    resolved = path.resolve()
-    for parent in resolved.parents:
-        if parent.name == CONFIGS_DIRNAME:
-            return parent
     cwd_configs = Path.cwd() / CONFIGS_DIRNAME
-    if cwd_configs.is_dir():
-        return cwd_configs
-    return resolved.parent
+    ancestor = _configs_ancestor(path)
+    if ancestor is not None:
+        return ancestor
+    return cwd_configs if cwd_configs.is_dir() else resolved(path).parent
 
 
 def _configs_ancestor(path: Path) -> Path | None:
-    for parent in path.resolve().parents:
-        if parent.name == CONFIGS_DIRNAME:
-            return parent
-    return None
+    return next((p for p in resolved(path).parents if p.name == CONFIGS_DIRNAME), None)
 
 
 def _folder_under(path: Path, root: Path) -> str | None:
     """The first folder of `path` below `root` (`model` for configs/model/x.yaml), if any."""
     try:
-        parts = path.resolve().relative_to(root.resolve()).parts
+        parts = resolved(path).relative_to(resolved(root)).parts
     except ValueError:
         return None
     return parts[0] if len(parts) > 1 else None
@@ -98,14 +101,31 @@ def _starts_with(path: KeyPath, prefix: KeyPath) -> bool:
     return path[: len(prefix)] == prefix
 
 
-def _replace_subtree(
-    dst: dict[KeyPath, Any], src: dict[KeyPath, Any], dst_at: KeyPath, src_at: KeyPath
-) -> None:
-    for key in [k for k in dst if _starts_with(k, dst_at)]:
-        del dst[key]
-    for key, value in src.items():
-        if _starts_with(key, src_at):
-            dst[dst_at + key[len(src_at) :]] = value
+def _paths(value: Any, at: KeyPath = ()) -> list[KeyPath]:
+    """`at` and the key path of everything inside `value`."""
+    mapping, items = as_mapping(value), as_list(value)
+    children = mapping.items() if mapping is not None else enumerate(items or [])
+    return [at, *(p for key, child in children for p in _paths(child, (*at, key)))]
+
+
+def _replace_subtree(dst: YamlDoc, src: YamlDoc, dst_at: KeyPath, src_at: KeyPath, old: Any) -> None:
+    """Where `dst` now holds src's value at `src_at` (was `old`), take src's origins and texts.
+
+    Walks the old and the new value only, so that merging stays linear in the size of the files.
+    """
+    new = _value_at(src.data, src_at)
+    for store, incoming in ((dst.origins, src.origins), (dst.raw, src.raw)):
+        for path in _paths(old):
+            store.pop(dst_at + path, None)
+        for path in _paths(new):
+            if src_at + path in incoming:
+                store[dst_at + path] = incoming[src_at + path]
+
+
+def _value_at(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
 
 
 def _merge_dict(
@@ -125,9 +145,9 @@ def _merge_dict(
             _merge_dict(current, incoming, dst, src, dpath, spath)
             dst.origins.setdefault(dpath, src.origins.get(spath, Origin.default("merged")))
         else:
+            old = target.get(key)
             target[key] = copy.deepcopy(cast(object, value))
-            _replace_subtree(dst.origins, src.origins, dpath, spath)
-            _replace_subtree(dst.raw, src.raw, dpath, spath)
+            _replace_subtree(dst, src, dpath, spath, old)
 
 
 def _merge_doc(dst: YamlDoc, src: YamlDoc) -> None:
@@ -252,13 +272,6 @@ def _numbers_to_text(data: Any, schema: type[BaseModel], doc: YamlDoc, at: KeyPa
 # Validation errors, translated
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _origin_for(doc: YamlDoc, loc: Sequence[str | int]) -> Origin | None:
     path = tuple(loc)
     while path:
@@ -338,6 +351,7 @@ def _translate(
     skip: Sequence[KeyPath] = (),
 ) -> list[Problem]:
     problems: list[Problem] = []
+    unknown = 0
     for err in exc.errors(include_url=False):
         loc: KeyPath = tuple(err["loc"])
         if any(_starts_with(loc, prefix) for prefix in skip):
@@ -353,7 +367,9 @@ def _translate(
         if etype == "extra_forbidden":
             parent = _model_at(schema, loc[:-1])
             names = list(parent.model_fields) if parent is not None else []
-            message = _unknown_key_message(str(loc[-1]), names)
+            unknown += 1  # past the ones listed, no hint: difflib on thousands of keys takes seconds
+            hinted = unknown <= MAX_OF_A_KIND
+            message = _unknown_key_message(str(loc[-1]), names) if hinted else "unknown key"
         elif etype == "missing":
             parent = _model_at(schema, loc[:-1])
             info = parent.model_fields.get(str(loc[-1])) if parent is not None else None
@@ -365,11 +381,12 @@ def _translate(
                     "the section in the run file"
                 )
         else:
-            message = f"got {_show(err.get('input'))}: {_expected(err['msg'])}"
+            message = f"got {quote(err.get('input'))}: {_expected(err['msg'])}"
             if etype == "literal_error":
                 choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
                 message += _did_you_mean(str(err.get("input")), choices)
-        problems.append(Problem(message, key=key, origin=origin))
+        kind = "unknown key" if etype == "extra_forbidden" else etype
+        problems.append(Problem(message, key=key, origin=origin, kind=kind))
     return problems
 
 
@@ -397,12 +414,12 @@ def _load_layer(
     via: Origin | None,
 ) -> YamlDoc | None:
     """Read a layer file of kind `slot`, itself composed over the layer it includes."""
-    resolved = path.resolve()
-    if resolved in chain:
-        cycle = " -> ".join(display_path(p) for p in (*chain, resolved))
+    real = resolved(path)
+    if real in chain:
+        cycle = " -> ".join(display_path(p) for p in (*chain, real))
         problems.append(Problem(f"include cycle: {cycle}", key=key, origin=via))
         return None
-    folder = _folder_under(resolved, root)
+    folder = _folder_under(real, root)
     if folder is not None and folder != slot and folder in known_folders():
         if folder == RUNS_FOLDER:
             why = "it is a run file, not a layer: a run file cannot be included"
@@ -417,9 +434,9 @@ def _load_layer(
     before = len(problems)
     doc = read_yaml_file(path, problems, key=key, via=via)
     if doc is None:
-        if via is not None and not path.exists() and len(problems) == before + 1:
+        last = problems[-1] if len(problems) == before + 1 else None
+        if via is not None and last is not None and last.message.startswith("file not found"):
             target = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-            last = problems[-1]
             problems[-1] = Problem(
                 last.message + _missing_file_hint(target, root, slot), last.key, last.origin
             )
@@ -434,7 +451,7 @@ def _load_layer(
         problems.append(
             Problem(
                 f"in a {slot} layer, include names one {slot} file, as a path from the configs "
-                f"root (e.g. `include: {slot}/base.yaml`); got {_show(include)}",
+                f"root (e.g. `include: {slot}/base.yaml`); got {quote(include)}",
                 key=INCLUDE_KEY,
                 origin=include_origin,
             )
@@ -444,7 +461,7 @@ def _load_layer(
         root / include,
         slot,
         root,
-        (*chain, resolved),
+        (*chain, real),
         problems,
         key=INCLUDE_KEY,
         via=include_origin,
@@ -475,6 +492,14 @@ def _apply_overrides(
                     origin=origin,
                 )
             )
+            continue
+        if any(char in text for char in LINE_BREAKS):
+            message = (
+                "an override is one line, and this one holds a line break: write the value in "
+                "a file (an override's text is recorded in YAML comments, where a line break "
+                "would end the comment)"
+            )
+            problems.append(Problem(message, key=name or None, origin=Origin.override(repr(text))))
             continue
         path = tuple(name.split("."))
         if not name or any(not part for part in path):
@@ -626,7 +651,7 @@ def load_run_config(
         problems.append(
             Problem(
                 "include in a run file maps slots to layer files, one per line "
-                f"(`model: model/smoke.yaml`; slots: {', '.join(SLOTS)}); got {_show(include)}",
+                f"(`model: model/smoke.yaml`; slots: {', '.join(SLOTS)}); got {quote(include)}",
                 key=INCLUDE_KEY,
                 origin=include_origin,
             )
@@ -649,7 +674,7 @@ def load_run_config(
                 problems.append(
                     Problem(
                         f"expected a path from the configs root like {slot}/<name>.yaml, got "
-                        f"{_show(target)}",
+                        f"{quote(target)}",
                         key=inc_key,
                         origin=line_origin,
                     )
@@ -663,8 +688,7 @@ def load_run_config(
                 failed.append((slot,))
                 continue
             tree.data[slot] = layer.data
-            _replace_subtree(tree.origins, layer.origins, (slot,), ())
-            _replace_subtree(tree.raw, layer.raw, (slot,), ())
+            _replace_subtree(tree, layer, (slot,), (), None)
 
     _merge_doc(tree, run_doc)
     _apply_overrides(tree, overrides, RunConfig, problems)

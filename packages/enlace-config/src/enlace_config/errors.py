@@ -20,12 +20,22 @@ def quote(value: Any) -> str:
     return text if len(text) <= MAX_QUOTED else f"{text[: MAX_QUOTED - 3]}... ({len(text)} chars)"
 
 
-def display_path(path: Path) -> str:
-    """A path as a user wants to read it: relative to the working directory when it is below it."""
+def resolved(path: Path) -> Path:
+    """`path.resolve()`, or the absolute path where a symlink loop or an odd name stops it."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop, before Python 3.13
+        return path.absolute()
+
+
+def display_path(path: Path) -> str:
+    """A path as a user wants to read it: relative to the working directory when it is below it
+    (and cut, like any quoted value, when absurdly long)."""
+    try:
+        text = str(resolved(path).relative_to(resolved(Path.cwd())))
     except ValueError:
-        return str(path)
+        text = str(path)
+    return text if len(text) <= 4 * MAX_QUOTED else quote(text)
 
 
 @dataclass(frozen=True)
@@ -86,7 +96,7 @@ class Problem:
         if self.origin is not None:
             parts.append(f"{self.origin}:")
         if self.key:
-            parts.append(f"{self.key}:")
+            parts.append(f"{self.key if len(self.key) <= MAX_QUOTED else quote(self.key)}:")
         parts.append(self.message)
         text = " ".join(parts)
         if self.related:

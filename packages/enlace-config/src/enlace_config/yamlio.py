@@ -27,6 +27,7 @@ _VALUE_TAGS = {_TAG + name for name in ("null", "bool", "int", "float")}
 # Values that aliases may add to a document beyond the nodes written in it: a config repeats a
 # block or two, a "billion laughs" file asks for billions.
 MAX_ALIAS_VALUES = 10_000
+MAX_FILE_BYTES = 2**20  # the largest config is a few KB; parsing 1 MiB takes seconds already
 
 
 def format_float(value: float) -> str:
@@ -226,7 +227,11 @@ def parse_yaml(
 def _read_text(path: Path, problems: list[Problem], key: str | None, via: Origin) -> str | None:
     shown = display_path(path)
     try:
-        return path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) <= MAX_FILE_BYTES:
+            return data.decode("utf-8").removeprefix("\ufeff")
+        message = f"{shown} is larger than {MAX_FILE_BYTES // 2**20} MiB: not a config file"
     except FileNotFoundError:
         message = f"file not found: {shown}"
     except IsADirectoryError:

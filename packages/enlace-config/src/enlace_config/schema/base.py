@@ -17,7 +17,7 @@ class StrictModel(BaseModel):
     """Unknown keys are errors, assignments are validated, NaN and infinity are refused."""
 
     model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False
+        extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False, strict=True
     )
 
 

@@ -23,7 +23,9 @@ class DataConfig(StrictModel):
         "into enlace-data (the log says which one a run used).",
     )
     context_length: PositiveInt = Field(..., description="Tokens per training sequence.")
-    eval_batches: PositiveInt = Field(20, description="Validation micro-batches per evaluation.")
+    eval_batches: PositiveInt = Field(
+        20, le=100_000, description="Validation micro-batches per evaluation."
+    )
 
     @model_validator(mode="after")
     def _fallback_only_for_bytes(self) -> "DataConfig":

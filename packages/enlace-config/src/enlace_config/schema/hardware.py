@@ -24,14 +24,16 @@ class HardwareConfig(StrictModel):
         "auto", description="Scaled-dot-product attention backend, enforced (no silent fallback)."
     )
     micro_batch_size: PositiveInt = Field(
-        ..., description="Sequences per forward/backward pass on one device."
+        ..., le=65536, description="Sequences per forward/backward pass on one device."
     )
     compile: bool = Field(False, description="Wrap the model in torch.compile.")
     peak_flops: PositiveFloat | None = Field(
         None, description="The board's peak FLOP/s at this dtype, for MFU. None: MFU not reported."
     )
     num_threads: PositiveInt | None = Field(
-        None, description="CPU threads for torch (None: torch's default). Part of exactness."
+        None,
+        le=1024,
+        description="CPU threads for torch (None: torch's default). Part of exactness.",
     )
 
     @model_validator(mode="after")

@@ -15,8 +15,12 @@ from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class TrainConfig(StrictModel):
-    seed: NonNegativeInt = Field(
-        1337, description="Seeds model init, data order and sampling (numpy wants it >= 0)."
+    seed: int = Field(
+        1337,
+        ge=0,
+        le=2**63 - 1,
+        description="Seeds model init, data order and sampling (0 .. 2**63-1: numpy wants it >= 0, "
+        "torch.manual_seed a 64-bit integer).",
     )
     max_steps: PositiveInt = Field(..., description="Optimizer steps in the whole run.")
     global_batch_size: PositiveInt = Field(
