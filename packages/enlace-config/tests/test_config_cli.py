@@ -12,7 +12,6 @@ from enlace_config import (
     ConfigError,
     check_file,
     known_folders,
-    register_schema,
     registry,
     schema_for,
 )
@@ -31,8 +30,7 @@ class WidgetConfig(StrictModel):
 
 @pytest.fixture
 def widgets_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "_registered", {})
-    register_schema("widgets", WidgetConfig)
+    monkeypatch.setitem(registry.SCHEMAS, "widgets", f"{__name__}:WidgetConfig")
 
 
 # ---------------------------------------------------------------------------------- registry
@@ -50,9 +48,12 @@ def test_registry_lists_the_slots_and_the_other_kinds() -> None:
         assert model is not None and issubclass(model, BaseModel), folder
 
 
-def test_runs_cannot_be_reregistered() -> None:
-    with pytest.raises(ValueError, match="RunConfig"):
-        register_schema("runs", WidgetConfig)
+def test_a_schema_entry_that_is_not_a_model_is_a_type_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(registry.SCHEMAS, "widgets", f"{__name__}:WriteTree")
+    with pytest.raises(TypeError, match="not a pydantic model"):
+        schema_for("widgets")
 
 
 def test_registered_schema_is_used_by_check(

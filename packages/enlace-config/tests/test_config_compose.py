@@ -589,3 +589,14 @@ def test_problems_come_in_reading_order(write_tree: WriteTree) -> None:
 def test_pattern_and_length_messages_read_as_expectations(write_tree: WriteTree) -> None:
     msg = error_of(write_tree(), overrides=["data.path=''"])
     assert "expected at least 1 character" in problem_line(msg, "data.path:")
+
+
+def test_the_global_batch_is_kept_at_any_world_size(write_tree: WriteTree) -> None:
+    # One rule, in the schema: the run file check (world size 1) and the trainer (any world size).
+    config = load_run_config(write_tree() / "runs/base.yaml", ["train.global_batch_size=32"]).config
+    assert [config.grad_accumulation_steps(n) for n in (1, 2, 8)] == [8, 4, 1]
+    with pytest.raises(ConfigError) as info:
+        config.grad_accumulation_steps(3)
+    message = str(info.value)
+    assert "the run at world size 3" in message and "train.global_batch_size: 32 sequences" in message
+    assert "world sizes that fit: [1, 2, 4, 8]" in message

@@ -52,15 +52,6 @@ def test_the_backend_follows_the_hardware_profile() -> None:
     assert D.backend_for("cpu") == "gloo"
 
 
-def test_global_batch_is_kept_at_any_world_size() -> None:
-    assert D.grad_accumulation_steps(32, 4, D.DistInfo()) == 8
-    assert D.grad_accumulation_steps(32, 4, D.DistInfo(world_size=2)) == 4
-    assert D.grad_accumulation_steps(32, 4, D.DistInfo(world_size=8)) == 1
-    with pytest.raises(D.DistributedError, match=r"world size \(3\).*\[1, 2, 4, 8\]"):
-        D.grad_accumulation_steps(32, 4, D.DistInfo(world_size=3))
-
-
-# ----------------------------------------------------------------------------- resume policy
 def _state(world: int, samples: int = 40) -> dict:
     loader = {"format": 1, "samples_consumed": samples}
     return {

@@ -19,7 +19,7 @@ from enlace_config.compose import (
     load_run_config,
 )
 from enlace_config.errors import ConfigError, Origin, Problem
-from enlace_config.registry import known_folders, register_schema, schema_for
+from enlace_config.registry import known_folders, schema_for
 from enlace_config.schema import RunConfig
 
 __version__: str  # from the installed metadata, read on first access (see __getattr__)
@@ -49,6 +49,5 @@ __all__ = [
     "known_folders",
     "load_config",
     "load_run_config",
-    "register_schema",
     "schema_for",
 ]

@@ -3,7 +3,7 @@
 `configs/runs/` holds run files (composed from layers, validated as a whole `RunConfig`); every
 other folder maps to one schema here. A package that adds a kind of config file adds one line to
 `SCHEMAS` (its schema module lives in `enlace_config.schema`, so validating never imports the
-package that uses it), or calls `register_schema` at run time. Modules are imported only when a
+package that uses it). Modules are imported only when a
 file of their kind is checked, so `check configs/runs/*.yaml` pays for no other schema.
 """
 
@@ -23,19 +23,9 @@ SCHEMAS: dict[str, str] = {
     "agent": "enlace_config.schema.agent:SearchConfig",
 }
 
-_registered: dict[str, type[BaseModel]] = {}
-
-
-def register_schema(folder: str, model: type[BaseModel]) -> None:
-    """Validate files under `configs/<folder>/` with `model` (overrides an entry of SCHEMAS)."""
-    if folder == RUNS_FOLDER:
-        raise ValueError(f"configs/{RUNS_FOLDER}/ holds run files; its schema is RunConfig")
-    _registered[folder] = model
-
-
 def known_folders() -> list[str]:
     """Every folder with a schema, `runs` included."""
-    return [RUNS_FOLDER, *dict.fromkeys([*SCHEMAS, *_registered])]
+    return [RUNS_FOLDER, *SCHEMAS]
 
 
 def schema_for(folder: str) -> type[BaseModel] | None:
@@ -47,8 +37,6 @@ def schema_for(folder: str) -> type[BaseModel] | None:
         from enlace_config.schema.run import RunConfig
 
         return RunConfig
-    if folder in _registered:
-        return _registered[folder]
     target = SCHEMAS.get(folder)
     if target is None:
         return None

@@ -87,7 +87,7 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
 
     try:
         summary = train(resolved)
-    except (TrainError, DataError) as exc:
+    except (TrainError, DataError, ConfigError) as exc:
         return _fail(str(exc), exc, debug)
     except KeyboardInterrupt as exc:
         return _fail(

@@ -190,24 +190,6 @@ def shutdown(info: DistInfo) -> None:
         dist.destroy_process_group()
 
 
-def grad_accumulation_steps(global_batch_size: int, micro_batch_size: int, info: DistInfo) -> int:
-    """Micro-steps per optimizer step so that the global batch is the config's at any world size."""
-    per_step = micro_batch_size * info.world_size
-    if global_batch_size % per_step:
-        fits = [
-            n
-            for n in range(1, global_batch_size + 1)
-            if global_batch_size % (micro_batch_size * n) == 0
-        ]
-        raise DistributedError(
-            f"train.global_batch_size ({global_batch_size}) is not divisible by "
-            f"hardware.micro_batch_size ({micro_batch_size}) x world size ({info.world_size}): "
-            f"the global batch cannot be kept. Use a world size in {fits[:8]}, or change "
-            "train.global_batch_size / hardware.micro_batch_size."
-        )
-    return global_batch_size // per_step
-
-
 # --------------------------------------------------------------------------- model wrapping
 
 

@@ -200,7 +200,7 @@ def trainer_state(
         "num_threads": torch.get_num_threads(),
         "world_size": 1,
         "config": resolved.to_dict(),
-        "origins": {k: str(v) for k, v in resolved.origins.items()},
+        "origins": resolved.origins_as_text(),
         "init_from": init_from,
         **provenance(),
     }
@@ -313,7 +313,7 @@ def _train(
     wrapped = distributed.wrap_model(model, tc.parallelism, info)  # torchrun: DDP or FSDP2 shards
     optimizer = build_optimizer(model, cfg, backend)
     scaler = distributed.grad_scaler_for(backend.grad_scaler(), model)
-    accum = distributed.grad_accumulation_steps(tc.global_batch_size, hw.micro_batch_size, info)
+    accum = cfg.grad_accumulation_steps(world_size)
     tokens_per_step = tc.global_batch_size * cfg.data.context_length
     # per device: MFU compares tokens/s of all ranks with one board's peak times the world size
     flops_per_tok = flops_per_token(cfg.model, cfg.data.context_length) / world_size

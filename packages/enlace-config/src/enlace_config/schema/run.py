@@ -5,6 +5,7 @@ from collections.abc import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
+from enlace_config.errors import ConfigError, Problem
 from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 from enlace_config.schema.data import DataConfig
 from enlace_config.schema.hardware import HardwareConfig
@@ -14,6 +15,23 @@ from enlace_config.schema.train import TrainConfig
 RUN_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 BYTE_VOCAB_SIZE = 256
 MAX_UINT16_VOCAB = 65536
+
+
+def batch_split_problems(
+    hardware: HardwareConfig, train: TrainConfig, world_size: int = 1
+) -> list[FieldProblem]:
+    """The global batch must be a whole number of micro-batches on every device."""
+    micro, batch = hardware.micro_batch_size, train.global_batch_size
+    if batch % (micro * world_size) == 0:
+        return []
+    devices = f" on each of {world_size} devices" if world_size > 1 else ""
+    fits = [n for n in range(1, batch // micro + 1) if batch % (micro * n) == 0][:8]
+    message = (
+        f"{batch} sequences per step is not a whole number of micro-batches of {micro} "
+        f"(hardware.micro_batch_size){devices}; gradient accumulation is derived as global batch "
+        f"/ (micro-batch x world size), so use a multiple of it (world sizes that fit: {fits})"
+    )
+    return [FieldProblem("train.global_batch_size", message, ("hardware.micro_batch_size",))]
 
 
 class RunSection(StrictModel):
@@ -48,15 +66,15 @@ class RunConfig(StrictModel):
     data: DataConfig = Field(..., description="What the model reads.")
 
     def grad_accumulation_steps(self, world_size: int = 1) -> int:
-        """Micro-steps per optimizer step: global batch / (micro-batch x world size)."""
-        per_step = self.hardware.micro_batch_size * world_size
-        if self.train.global_batch_size % per_step:
-            raise ValueError(
-                f"train.global_batch_size ({self.train.global_batch_size}) is not divisible by "
-                f"hardware.micro_batch_size ({self.hardware.micro_batch_size}) x world size "
-                f"({world_size})"
-            )
-        return self.train.global_batch_size // per_step
+        """Micro-steps per optimizer step: global batch / (micro-batch x world size).
+
+        Raises ConfigError when the global batch does not split evenly at this world size.
+        """
+        problems = batch_split_problems(self.hardware, self.train, world_size)
+        if problems:
+            subject = f"the run at world size {world_size}"
+            raise ConfigError([Problem(p.message, key=p.key) for p in problems], subject)
+        return self.train.global_batch_size // (self.hardware.micro_batch_size * world_size)
 
     @model_validator(mode="after")
     def _sections_agree(self) -> "RunConfig":
@@ -75,17 +93,7 @@ class RunConfig(StrictModel):
         hardware, train = sections.get("hardware"), sections.get("train")
         model, data = sections.get("model"), sections.get("data")
         if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
-            micro, batch = hardware.micro_batch_size, train.global_batch_size
-            if batch % micro:
-                problems.append(
-                    FieldProblem(
-                        "train.global_batch_size",
-                        f"{batch} sequences per step is not a whole number of micro-batches of "
-                        f"{micro} (hardware.micro_batch_size); gradient accumulation is derived as "
-                        "global batch / micro-batch, so use a multiple of it",
-                        ("hardware.micro_batch_size",),
-                    )
-                )
+            problems.extend(batch_split_problems(hardware, train))
         if isinstance(model, ModelConfig) and isinstance(data, DataConfig):
             vocab = model.vocab_size
             if data.kind == "bytes" and vocab != BYTE_VOCAB_SIZE:
