@@ -598,5 +598,7 @@ def test_the_global_batch_is_kept_at_any_world_size(write_tree: WriteTree) -> No
     with pytest.raises(ConfigError) as info:
         config.grad_accumulation_steps(3)
     message = str(info.value)
-    assert "the run at world size 3" in message and "train.global_batch_size: 32 sequences" in message
+    assert (
+        "the run at world size 3" in message and "train.global_batch_size: 32 sequences" in message
+    )
     assert "world sizes that fit: [1, 2, 4, 8]" in message

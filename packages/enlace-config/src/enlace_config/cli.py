@@ -19,7 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from enlace_config.compose import LoadedConfig, check_file, kind_of, load_config, load_run_config
+from enlace_config.compose import check_file
 from enlace_config.errors import ConfigError, Problem
 from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
 from enlace_config.yamlio import dump_scalar
@@ -76,13 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _show(file: Path, overrides: Sequence[str], with_origins: bool) -> int:
-    kind = kind_of(file)
-    loaded: LoadedConfig[Any]
-    if kind is None or kind == RUNS_FOLDER:
-        loaded = load_run_config(file, overrides)
-    else:
-        loaded = load_config(file, overrides)
-    sys.stdout.write(loaded.to_yaml(with_origins=with_origins))
+    sys.stdout.write(check_file(file, overrides).to_yaml(with_origins=with_origins))
     return 0
 
 

@@ -108,18 +108,24 @@ def _paths(value: Any, at: KeyPath = ()) -> list[KeyPath]:
     return [at, *(p for key, child in children for p in _paths(child, (*at, key)))]
 
 
-def _replace_subtree(dst: YamlDoc, src: YamlDoc, dst_at: KeyPath, src_at: KeyPath, old: Any) -> None:
+def _replace_subtree(
+    dst: YamlDoc, src: YamlDoc, dst_at: KeyPath, src_at: KeyPath, old: Any
+) -> None:
     """Where `dst` now holds src's value at `src_at` (was `old`), take src's origins and texts.
 
     Walks the old and the new value only, so that merging stays linear in the size of the files.
     """
-    new = _value_at(src.data, src_at)
-    for store, incoming in ((dst.origins, src.origins), (dst.raw, src.raw)):
-        for path in _paths(old):
+    old_paths, new_paths = _paths(old), _paths(_value_at(src.data, src_at))
+
+    def move(store: dict[KeyPath, Any], incoming: dict[KeyPath, Any]) -> None:
+        for path in old_paths:
             store.pop(dst_at + path, None)
-        for path in _paths(new):
+        for path in new_paths:
             if src_at + path in incoming:
                 store[dst_at + path] = incoming[src_at + path]
+
+    move(dst.origins, src.origins)
+    move(dst.raw, src.raw)
 
 
 def _value_at(data: Any, path: KeyPath) -> Any:
@@ -367,7 +373,9 @@ def _translate(
         if etype == "extra_forbidden":
             parent = _model_at(schema, loc[:-1])
             names = list(parent.model_fields) if parent is not None else []
-            unknown += 1  # past the ones listed, no hint: difflib on thousands of keys takes seconds
+            unknown += (
+                1  # past the ones listed, no hint: difflib on thousands of keys takes seconds
+            )
             hinted = unknown <= MAX_OF_A_KIND
             message = _unknown_key_message(str(loc[-1]), names) if hinted else "unknown key"
         elif etype == "missing":
@@ -477,63 +485,47 @@ def _load_layer(
 # Overrides
 
 
+def _override_error(name: str, has_equals: bool, text: str, schema: type[BaseModel]) -> str | None:
+    """Why the override `text` (setting `name`) cannot apply, before its value is read."""
+    if not has_equals:
+        return "an override is key=value (e.g. train.lr=3e-4 or run.name=test); this one has no '='"
+    if any(char in text for char in LINE_BREAKS):
+        return (
+            "an override is one line, and this one holds a line break: write the value in a file "
+            "(overrides are recorded in YAML comments, where a line break would end the comment)"
+        )
+    if not all(name.split(".")):
+        return f"{quote(name)} is not a dotted key path (like train.lr)"
+    return _check_override_path(schema, name.split("."))
+
+
 def _apply_overrides(
     doc: YamlDoc, overrides: Sequence[str], schema: type[BaseModel], problems: list[Problem]
 ) -> None:
     for text in overrides:
-        origin = Origin.override(text)
-        name, sep, value_text = text.partition("=")
+        name, equals, value_text = text.partition("=")
         name = name.strip()
-        if not sep:
-            problems.append(
-                Problem(
-                    "an override is key=value (e.g. train.lr=3e-4 or run.name=test); this one "
-                    "has no '='",
-                    origin=origin,
-                )
-            )
-            continue
-        if any(char in text for char in LINE_BREAKS):
-            message = (
-                "an override is one line, and this one holds a line break: write the value in "
-                "a file (an override's text is recorded in YAML comments, where a line break "
-                "would end the comment)"
-            )
-            problems.append(Problem(message, key=name or None, origin=Origin.override(repr(text))))
-            continue
-        path = tuple(name.split("."))
-        if not name or any(not part for part in path):
-            problems.append(
-                Problem(
-                    f"{name!r} is not a dotted key path (like train.lr)", key=name, origin=origin
-                )
-            )
-            continue
-        why = _check_override_path(schema, path)
-        if why is not None:
-            problems.append(Problem(why, key=name, origin=origin))
-            continue
+        origin = Origin.override(repr(text) if any(c in text for c in LINE_BREAKS) else text)
+        why = _override_error(name, bool(equals), text, schema)
         value_problems: list[Problem] = []
-        parsed = parse_yaml(value_text, lambda _line, _col, o=origin: o, value_problems)
+        parsed = None if why else parse_yaml(value_text, lambda _l, _c, o=origin: o, value_problems)
         if value_problems:
-            problems.extend(
-                Problem(
-                    f"cannot read the value {value_text!r}: {p.message}", key=name, origin=origin
-                )
-                for p in value_problems
+            why = f"cannot read the value {quote(value_text)}: " + "; ".join(
+                p.message for p in value_problems
             )
+        if why:
+            problems.append(Problem(why, key=name if equals else None, origin=origin))
             continue
         # The override as a one-key document, merged like a run file's keys: `hardware={compile:
         # true}` merges into the hardware section, a scalar replaces.
-        nested: Any = parsed.data if parsed is not None else None
-        for part in reversed(path):
-            nested = {part: nested}
-        single = YamlDoc(data=nested)
-        for i in range(1, len(path) + 1):
-            single.origins[path[:i]] = origin
+        path = tuple(name.split("."))
+        single = YamlDoc(data=parsed.data if parsed is not None else None)
         if parsed is not None:
-            single.origins.update({(*path, *k): o for k, o in parsed.origins.items()})
-            single.raw.update({(*path, *k): r for k, r in parsed.raw.items()})
+            single.origins = {(*path, *k): o for k, o in parsed.origins.items()}
+            single.raw = {(*path, *k): r for k, r in parsed.raw.items()}
+        for i in reversed(range(len(path))):
+            single.data = {path[i]: single.data}
+            single.origins[path[: i + 1]] = origin
         _merge_doc(doc, single)
 
 
@@ -607,10 +599,6 @@ class ResolvedConfig(LoadedConfig[RunConfig]):
     """A composed and validated run: `.config` is the RunConfig."""
 
 
-def _as_list(overrides: Sequence[str]) -> list[str]:
-    return [overrides] if isinstance(overrides, str) else list(overrides)
-
-
 def _validate(
     schema: type[M], doc: YamlDoc, problems: list[Problem], skip: Sequence[KeyPath]
 ) -> M | None:
@@ -624,6 +612,67 @@ def _validate(
         return None
 
 
+def _include_slots(
+    run_doc: YamlDoc, root: Path, problems: list[Problem]
+) -> tuple[YamlDoc, list[KeyPath]]:
+    """The layers a run file names under `include:`, one per slot; and the slots that failed."""
+    tree = YamlDoc(data={}, origins={(): run_doc.origins[()]})
+    failed: list[KeyPath] = []
+    line_origins = {
+        str(k[1]): o for k, o in run_doc.origins.items() if k[:1] == (INCLUDE_KEY,) and len(k) == 2
+    }
+    include, include_origin = _drop_key(run_doc, INCLUDE_KEY)
+    slots = as_mapping(include)
+    if include is not None and slots is None:
+        message = (
+            "include in a run file maps slots to layer files, one per line "
+            f"(`model: model/smoke.yaml`; slots: {', '.join(SLOTS)}); got {quote(include)}"
+        )
+        problems.append(Problem(message, key=INCLUDE_KEY, origin=include_origin))
+    for slot, target in (slots or {}).items():
+        key, origin = f"{INCLUDE_KEY}.{slot}", line_origins.get(slot, include_origin)
+        if slot not in SLOTS:
+            hint = _did_you_mean(slot, SLOTS)
+            message = f"unknown slot{hint}; the slots are {', '.join(SLOTS)}"
+            problems.append(Problem(message, key=key, origin=origin))
+            continue
+        layer = None
+        if not isinstance(target, str) or not target:
+            message = f"expected a path from the configs root like {slot}/<name>.yaml, got "
+            problems.append(Problem(message + quote(target), key=key, origin=origin))
+        else:
+            layer = _load_layer(root / target, slot, root, (), problems, key=key, via=origin)
+        if layer is None:
+            failed.append((slot,))
+            continue
+        tree.data[slot] = layer.data
+        _replace_subtree(tree, layer, (slot,), (), None)
+    return tree, failed
+
+
+def _finish(
+    schema: type[M],
+    doc: YamlDoc,
+    path: Path,
+    overrides: Sequence[str],
+    problems: list[Problem],
+    failed: Sequence[KeyPath] = (),
+) -> tuple[M, dict[str, Origin]]:
+    """Apply the overrides, validate, and say where each value came from; or raise everything."""
+    overrides = [overrides] if isinstance(overrides, str) else list(overrides)
+    _apply_overrides(doc, overrides, schema, problems)
+    if schema is RunConfig:
+        _default_run_section(doc, path)
+    config = _validate(schema, doc, problems, failed)
+    if problems or config is None:
+        n = len(overrides)
+        subject = display_path(path) + (f" (with {n} override{'s' * (n != 1)})" if n else "")
+        raise ConfigError(_reading_order(problems), subject)
+    origins: dict[str, Origin] = {}
+    _leaf_origins(config.model_dump(mode="json"), doc, (), origins)
+    return config, origins
+
+
 def load_run_config(
     path: str | Path, overrides: Sequence[str] = (), *, configs_root: str | Path | None = None
 ) -> ResolvedConfig:
@@ -632,82 +681,15 @@ def load_run_config(
     configs_root: where include paths are read from (default: see `find_configs_root`).
     """
     path = Path(path)
-    overrides = _as_list(overrides)
     problems: list[Problem] = []
-    subject = display_path(path)
     run_doc = read_yaml_file(path, problems)
     if run_doc is None:
-        raise ConfigError(problems, subject)
+        raise ConfigError(problems, display_path(path))
     root = Path(configs_root) if configs_root is not None else find_configs_root(path)
-
-    tree = YamlDoc(data={}, origins={(): Origin.in_file(path)})
-    failed: list[KeyPath] = []
-    line_origins = {
-        str(k[1]): o for k, o in run_doc.origins.items() if len(k) == 2 and k[0] == INCLUDE_KEY
-    }
-    include, include_origin = _drop_key(run_doc, INCLUDE_KEY)
-    slots = as_mapping(include)
-    if include is not None and slots is None:
-        problems.append(
-            Problem(
-                "include in a run file maps slots to layer files, one per line "
-                f"(`model: model/smoke.yaml`; slots: {', '.join(SLOTS)}); got {quote(include)}",
-                key=INCLUDE_KEY,
-                origin=include_origin,
-            )
-        )
-    elif slots is not None:
-        for slot, target in slots.items():
-            inc_key = f"{INCLUDE_KEY}.{slot}"
-            line_origin = line_origins.get(slot, include_origin)
-            if slot not in SLOTS:
-                problems.append(
-                    Problem(
-                        f"unknown slot{_did_you_mean(slot, SLOTS) or ''}; the slots are "
-                        f"{', '.join(SLOTS)}",
-                        key=inc_key,
-                        origin=line_origin,
-                    )
-                )
-                continue
-            if not isinstance(target, str) or not target:
-                problems.append(
-                    Problem(
-                        f"expected a path from the configs root like {slot}/<name>.yaml, got "
-                        f"{quote(target)}",
-                        key=inc_key,
-                        origin=line_origin,
-                    )
-                )
-                failed.append((slot,))
-                continue
-            layer = _load_layer(
-                root / target, slot, root, (), problems, key=inc_key, via=line_origin
-            )
-            if layer is None:
-                failed.append((slot,))
-                continue
-            tree.data[slot] = layer.data
-            _replace_subtree(tree, layer, (slot,), (), None)
-
+    tree, failed = _include_slots(run_doc, root, problems)
     _merge_doc(tree, run_doc)
-    _apply_overrides(tree, overrides, RunConfig, problems)
-    _default_run_section(tree, path)
-    config = _validate(RunConfig, tree, problems, failed)
-    if problems or config is None:
-        raise ConfigError(_reading_order(problems), _subject(subject, overrides))
-    origins: dict[str, Origin] = {}
-    resolved = ResolvedConfig(config, origins, path, tuple(overrides), RUNS_FOLDER)
-    _leaf_origins(resolved.to_dict(), tree, (), origins)
-    return resolved
-
-
-def _subject(subject: str, overrides: Sequence[str]) -> str:
-    return (
-        f"{subject} (with {len(overrides)} override{'s' if len(overrides) != 1 else ''})"
-        if overrides
-        else subject
-    )
+    config, origins = _finish(RunConfig, tree, path, overrides, problems, failed)
+    return ResolvedConfig(config, origins, path, tuple(overrides), RUNS_FOLDER)
 
 
 def _default_run_section(tree: YamlDoc, path: Path) -> None:
@@ -761,44 +743,32 @@ def load_config(
     section: a partial layer must include the layer it modifies.
     """
     path = Path(path)
-    overrides = _as_list(overrides)
     kind = kind_of(path) or path.parent.name
     model = schema if schema is not None else schema_for(kind)
-    if model is None:
-        raise ConfigError(
-            [
-                Problem(
-                    f"no schema for files in {CONFIGS_DIRNAME}/{kind}/ (known folders: "
-                    f"{', '.join(known_folders())}); a package that adds a kind of config "
-                    "registers it in enlace_config.registry",
-                    origin=Origin.in_file(path),
-                )
-            ],
-            display_path(path),
-        )
-    root = Path(configs_root) if configs_root is not None else find_configs_root(path)
     problems: list[Problem] = []
+    if model is None:
+        message = (
+            f"no schema for files in {CONFIGS_DIRNAME}/{kind}/ (known folders: "
+            f"{', '.join(known_folders())}); a package that adds a kind of config registers it "
+            "in enlace_config.registry"
+        )
+        raise ConfigError([Problem(message, origin=Origin.in_file(path))], display_path(path))
+    root = Path(configs_root) if configs_root is not None else find_configs_root(path)
     doc = _load_layer(path, kind, root, (), problems, key=None, via=None)
     if doc is None:
         raise ConfigError(problems, display_path(path))
-    _apply_overrides(doc, overrides, model, problems)
-    config = _validate(model, doc, problems, ())
-    if problems or config is None:
-        raise ConfigError(_reading_order(problems), _subject(display_path(path), overrides))
-    origins: dict[str, Origin] = {}
-    loaded = LoadedConfig(config, origins, path, tuple(overrides), kind)
-    _leaf_origins(loaded.to_dict(), doc, (), origins)
-    return loaded
+    config, origins = _finish(model, doc, path, overrides, problems)
+    return LoadedConfig(config, origins, path, tuple(overrides), kind)
 
 
-def check_file(path: str | Path) -> LoadedConfig[Any]:
-    """Validate one config file with the schema its location calls for (what `check` runs).
+def check_file(path: str | Path, overrides: Sequence[str] = ()) -> LoadedConfig[Any]:
+    """Validate one config file with the schema its location calls for (what `check` and `show`
+    run).
 
     Files under `configs/runs/`, and files outside any `configs/` folder, are run files; files in
     another folder of `configs/` are validated with that folder's registered schema.
     """
     path = Path(path)
-    kind = kind_of(path)
-    if kind is None or kind == RUNS_FOLDER:
-        return load_run_config(path)
-    return load_config(path)
+    if kind_of(path) in (None, RUNS_FOLDER):
+        return load_run_config(path, overrides)
+    return load_config(path, overrides)

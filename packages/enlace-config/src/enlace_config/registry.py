@@ -23,6 +23,7 @@ SCHEMAS: dict[str, str] = {
     "agent": "enlace_config.schema.agent:SearchConfig",
 }
 
+
 def known_folders() -> list[str]:
     """Every folder with a schema, `runs` included."""
     return [RUNS_FOLDER, *SCHEMAS]

@@ -11,11 +11,10 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from enlace_config.errors import Origin, Problem, display_path, quote
 
@@ -48,13 +47,16 @@ def format_float(value: float) -> str:
     return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
 
 
+def _represent_float(representer: Any, value: float) -> Any:
+    return representer.represent_scalar(_TAG + "float", format_float(value))
+
+
 def _dumper() -> YAML:
     dumper = YAML(typ="safe", pure=True)
     dumper.default_flow_style = True
     dumper.width = 1 << 30
-    dumper.representer.add_representer(
-        float, lambda r, v: r.represent_scalar(_TAG + "float", format_float(v))
-    )
+    representer: Any = dumper.representer
+    representer.add_representer(float, _represent_float)
     return dumper
 
 
@@ -64,7 +66,7 @@ _DUMPER = _dumper()
 def dump_scalar(value: Any) -> str:
     """One value (scalar or list) in YAML flow style, as it would be written after `key: `."""
     out = io.StringIO()
-    _DUMPER.dump(value, out)
+    cast(Any, _DUMPER).dump(value, out)
     return out.getvalue().rstrip("\n").removesuffix("\n...").rstrip("\n")
 
 
@@ -89,6 +91,16 @@ def as_mapping(value: Any) -> dict[str, Any] | None:
 
 def as_list(value: Any) -> list[Any] | None:
     return cast(list[Any], value) if isinstance(value, list) else None
+
+
+class Node(Protocol):
+    """What this module reads of ruamel.yaml's nodes (whose attributes carry no types)."""
+
+    id: str  # "scalar", "sequence" or "mapping"
+    tag: Any
+    value: Any  # text, a list of nodes, or a list of (key, value) node pairs
+    style: str | None
+    start_mark: Any
 
 
 class _TooBig(Exception):
@@ -122,30 +134,31 @@ class _Builder:
         self._seen.add(id(node))
         self._active.add(id(node))
         try:
-            if isinstance(node, MappingNode):
+            if node.id == "mapping":
                 return self._mapping(node, path)
-            if isinstance(node, SequenceNode):
+            if node.id == "sequence":
                 items: list[Any] = []
                 for i, item in enumerate(cast(list[Node], node.value)):
                     self.doc.origins[(*path, i)] = self.origin_at(item)
                     items.append(self.build(item, (*path, i)))
                 return items
-            assert isinstance(node, ScalarNode)
             return self._scalar(node, path)
         finally:
             self._active.discard(id(node))
 
-    def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
+    def _mapping(self, node: Node, path: KeyPath) -> dict[str, Any]:
         out: dict[str, Any] = {}
         first_seen: dict[str, Node] = {}
         for key_node, value_node in cast(list[tuple[Node, Node]], node.value):
             tag = str(key_node.tag)
             if tag == MERGE_TAG:
-                message = "YAML merge keys (<<) are not supported: layer files with include: instead"
+                message = (
+                    "YAML merge keys (<<) are not supported: layer files with include: instead"
+                )
                 self._problem(key_node, path, message)
                 continue
-            if not isinstance(key_node, ScalarNode) or tag != STR_TAG:
-                shown = quote(key_node.value) if isinstance(key_node, ScalarNode) else "a non-scalar key"
+            if key_node.id != "scalar" or tag != STR_TAG:
+                shown = quote(key_node.value) if key_node.id == "scalar" else "a non-scalar key"
                 self._problem(key_node, path, f"keys must be plain names (strings), got {shown}")
                 continue
             key = str(key_node.value)
@@ -164,7 +177,7 @@ class _Builder:
             out[key] = self.build(value_node, (*path, key))
         return out
 
-    def _scalar(self, node: ScalarNode, path: KeyPath) -> Any:
+    def _scalar(self, node: Node, path: KeyPath) -> Any:
         text, tag = str(node.value), str(node.tag)
         if tag in (STR_TAG, TIMESTAMP_TAG):  # YAML 1.2 has no dates: `2024-01-01` is text
             return text
@@ -193,13 +206,16 @@ def parse_yaml(
     """
     yaml = YAML(typ="safe", pure=True)
     try:
-        node: Node | None = yaml.compose(text)
+        node: Node | None = cast(Any, yaml).compose(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        mark: Any = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        parts: tuple[Any, ...] = (getattr(exc, "context", None), getattr(exc, "problem", None))
+        what = " ".join(str(part) for part in parts if part)
         where = f" (column {column})" if column is not None else ""
-        problems.append(Problem(f"YAML syntax error{where}: {what}", origin=origin_at(line, column)))
+        problems.append(
+            Problem(f"YAML syntax error{where}: {what}", origin=origin_at(line, column))
+        )
         return None
     except YAMLError as exc:
         problems.append(Problem(f"YAML error: {exc}", origin=origin_at(None, None)))
