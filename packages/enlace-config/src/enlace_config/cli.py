@@ -33,9 +33,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Compose, show and check Enlace configuration files.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    # --debug is also accepted after the command (`enlace-config show X --debug`)
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     show = sub.add_parser(
         "show",
+        parents=[debug],
         help="print a config resolved (layers, run file, overrides, defaults) as YAML",
         description="Print a run (or any config file) fully resolved, as YAML that reads back "
         "to the same values: what a run records next to its checkpoints.",
@@ -47,30 +53,23 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--origin", action="store_true", help="say where each value came from (file:line, ...)"
     )
-    show.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-    )
     check = sub.add_parser(
         "check",
+        parents=[debug],
         help="validate config files, each with the schema of its folder under configs/",
         description="Validate config files: files under configs/runs/ (or outside configs/) as "
         "composed runs, files in another folder of configs/ with that folder's schema.",
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    check.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-    )
     keys = sub.add_parser(
         "keys",
+        parents=[debug],
         help="list the keys of a kind of config with type, default and description",
         description="List every key a config of this kind takes (from the schema's field "
         "descriptions): `keys` for run files, `keys model` for model layers, ...",
     )
     keys.add_argument(
         "kind", nargs="?", default=RUNS_FOLDER, metavar="KIND", help="runs (default), model, ..."
-    )
-    keys.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
     return parser
 

@@ -12,7 +12,7 @@ import difflib
 import re
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, Union, cast, get_args, get_origin, overload
 
@@ -402,11 +402,9 @@ def _translate(
 # Layers
 
 
-def _missing_file_hint(target: str, root: Path, slot: str) -> str:
-    folder = root / slot
-    if not folder.is_dir():
-        return ""
-    candidates = sorted(f"{slot}/{p.name}" for p in folder.glob("*.yaml"))
+def _missing_file_hint(path: Path, root: Path, slot: str) -> str:
+    target = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    candidates = sorted(f"{slot}/{p.name}" for p in (root / slot).glob("*.yaml"))
     close = difflib.get_close_matches(target, candidates, n=1, cutoff=0.5)
     return f" (did you mean {close[0]}?)" if close else ""
 
@@ -422,31 +420,27 @@ def _load_layer(
     via: Origin | None,
 ) -> YamlDoc | None:
     """Read a layer file of kind `slot`, itself composed over the layer it includes."""
-    real = resolved(path)
+    real, folder = resolved(path), _folder_under(path, root)
+    why = None
     if real in chain:
-        cycle = " -> ".join(display_path(p) for p in (*chain, real))
-        problems.append(Problem(f"include cycle: {cycle}", key=key, origin=via))
+        why = "include cycle: " + " -> ".join(display_path(p) for p in (*chain, real))
+    elif folder is not None and folder != slot and folder in known_folders():
+        why = f"wrong slot for {display_path(path)}: " + (
+            "it is a run file, not a layer: a run file cannot be included"
+            if folder == RUNS_FOLDER
+            else f"it is a {folder} layer (it lives in {CONFIGS_DIRNAME}/{folder}/), included "
+            f"here as {slot}: include it as `{folder}: ...`, or name a file from "
+            f"{CONFIGS_DIRNAME}/{slot}/"
+        )
+    if why is not None:
+        problems.append(Problem(why, key=key, origin=via))
         return None
-    folder = _folder_under(real, root)
-    if folder is not None and folder != slot and folder in known_folders():
-        if folder == RUNS_FOLDER:
-            why = "it is a run file, not a layer: a run file cannot be included"
-        else:
-            why = (
-                f"it is a {folder} layer (it lives in {CONFIGS_DIRNAME}/{folder}/), included here "
-                f"as {slot}: include it as `{folder}: ...`, or name a file from "
-                f"{CONFIGS_DIRNAME}/{slot}/"
-            )
-        problems.append(Problem(f"wrong slot for {display_path(path)}: {why}", key=key, origin=via))
-        return None
-    before = len(problems)
     doc = read_yaml_file(path, problems, key=key, via=via)
     if doc is None:
-        last = problems[-1] if len(problems) == before + 1 else None
-        if via is not None and last is not None and last.message.startswith("file not found"):
-            target = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-            problems[-1] = Problem(
-                last.message + _missing_file_hint(target, root, slot), last.key, last.origin
+        last = problems[-1]
+        if via is not None and last.message.startswith("file not found"):
+            problems[-1] = replace(
+                last, message=last.message + _missing_file_hint(path, root, slot)
             )
         return None
     include, include_origin = _drop_key(doc, INCLUDE_KEY)
@@ -456,28 +450,19 @@ def _load_layer(
     if as_slot_map is not None and list(as_slot_map) == [slot]:
         include = as_slot_map[slot]
     if not isinstance(include, str) or not include:
-        problems.append(
-            Problem(
-                f"in a {slot} layer, include names one {slot} file, as a path from the configs "
-                f"root (e.g. `include: {slot}/base.yaml`); got {quote(include)}",
-                key=INCLUDE_KEY,
-                origin=include_origin,
-            )
+        message = (
+            f"in a {slot} layer, include names one {slot} file, as a path from the configs root "
+            f"(e.g. `include: {slot}/base.yaml`); got {quote(include)}"
         )
+        problems.append(Problem(message, key=INCLUDE_KEY, origin=include_origin))
         return None
+    chain = (*chain, real)
     base = _load_layer(
-        root / include,
-        slot,
-        root,
-        (*chain, real),
-        problems,
-        key=INCLUDE_KEY,
-        via=include_origin,
+        root / include, slot, root, chain, problems, key=INCLUDE_KEY, via=include_origin
     )
-    if base is None:
-        return None
-    _merge_doc(base, doc)
-    base.origins[()] = Origin.in_file(path)
+    if base is not None:
+        _merge_doc(base, doc)
+        base.origins[()] = Origin.in_file(path)
     return base
 
 
