@@ -373,9 +373,7 @@ def _translate(
         if etype == "extra_forbidden":
             parent = _model_at(schema, loc[:-1])
             names = list(parent.model_fields) if parent is not None else []
-            unknown += (
-                1  # past the ones listed, no hint: difflib on thousands of keys takes seconds
-            )
+            unknown += 1  # past the ones listed, no hint: difflib on thousands takes seconds
             hinted = unknown <= MAX_OF_A_KIND
             message = _unknown_key_message(str(loc[-1]), names) if hinted else "unknown key"
         elif etype == "missing":
