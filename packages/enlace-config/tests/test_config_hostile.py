@@ -37,6 +37,16 @@ def test_a_billion_laughs_is_refused_quickly(
     assert "aliases" in err and "configs/runs/laughs.yaml" in err
 
 
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_deep_nesting_is_refused(
+    write_tree: WriteTree, capsys: pytest.CaptureFixture[str], depth: int
+) -> None:
+    root = write_tree({"runs/deep.yaml": "a: " + "[" * depth + "]" * depth + "\n"})
+    assert main(["check", str(root / "runs/deep.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "nested" in err and "internal error" not in err
+
+
 def test_a_few_aliases_still_work(write_tree: WriteTree) -> None:
     text = "include:\n  model: model/tiny.yaml\n"
     text += "hardware: &hw {device: cpu, micro_batch_size: 4}\n"

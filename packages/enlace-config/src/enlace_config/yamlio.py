@@ -26,6 +26,7 @@ _VALUE_TAGS = {_TAG + name for name in ("null", "bool", "int", "float")}
 # Values that aliases may add to a document beyond the nodes written in it: a config repeats a
 # block or two, a "billion laughs" file asks for billions.
 MAX_ALIAS_VALUES = 10_000
+MAX_DEPTH = 64  # configs nest 3 or 4 levels deep
 MAX_FILE_BYTES = 2**20  # the largest config is a few KB; parsing 1 MiB takes seconds already
 
 
@@ -38,8 +39,8 @@ def format_float(value: float) -> str:
         return ".nan" if value != value else (".inf" if value > 0 else "-.inf")
     if value == 0 or 1e-4 <= abs(value) < 1e7:
         return repr(value)
-    text = f"{value:e}"
-    for digits in range(17):
+    text = repr(value)
+    for digits in range(17):  # 17 significant digits always read back
         text = f"{value:.{digits}e}"
         if float(text) == value:
             break
@@ -103,8 +104,8 @@ class Node(Protocol):
     start_mark: Any
 
 
-class _TooBig(Exception):
-    """Aliases expanded the document past MAX_ALIAS_VALUES."""
+class _Refused(Exception):
+    """A document a config never is: the message says why."""
 
 
 class _Builder:
@@ -130,7 +131,12 @@ class _Builder:
         if id(node) in self._seen:  # an alias: its values are built once more
             self._repeats += 1
             if self._repeats > MAX_ALIAS_VALUES:
-                raise _TooBig
+                raise _Refused(
+                    f"YAML aliases (*name) repeat more than {MAX_ALIAS_VALUES} values: a config "
+                    "never needs that many; write the values out"
+                )
+        if len(path) > MAX_DEPTH:
+            raise _Refused(f"values nested more than {MAX_DEPTH} levels deep: not a config")
         self._seen.add(id(node))
         self._active.add(id(node))
         try:
@@ -207,6 +213,9 @@ def parse_yaml(
     yaml = YAML(typ="safe", pure=True)
     try:
         node: Node | None = cast(Any, yaml).compose(text)
+    except RecursionError:  # ruamel's composer recurses once per level
+        problems.append(Problem("YAML nested too deeply to read", origin=origin_at(None, None)))
+        return None
     except MarkedYAMLError as exc:
         mark: Any = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
@@ -230,12 +239,8 @@ def parse_yaml(
     builder.doc.origins[()] = origin_at(None, None)
     try:
         builder.doc.data = builder.build(node, ())
-    except _TooBig:
-        message = (
-            f"YAML aliases (*name) repeat more than {MAX_ALIAS_VALUES} values: a config never "
-            "needs that many; write the values out"
-        )
-        problems.append(Problem(message, origin=origin_at(None, None)))
+    except _Refused as exc:
+        problems.append(Problem(str(exc), origin=origin_at(None, None)))
         return None
     return builder.doc
 
