@@ -10,11 +10,10 @@ anything is raised, so one ConfigError lists them all.
 import copy
 import difflib
 import re
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar, Union, cast, get_args, get_origin, overload
+from typing import Any, Generic, TypeVar, cast, get_args, get_origin, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -230,48 +229,6 @@ def _check_override_path(schema: type[BaseModel], path: Sequence[str]) -> str | 
         if model is not None and get_origin(info.annotation) is list:
             model = None  # no overrides inside list items: override the whole list
     return None
-
-
-def _wants_text(annotation: Any) -> bool:
-    """A field that takes text and no number or boolean: `str`, `str | None`."""
-    if annotation is str:
-        return True
-    if get_origin(annotation) in (Union, types.UnionType):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        return args == [str]
-    return False
-
-
-def _numbers_to_text(data: Any, schema: type[BaseModel], doc: YamlDoc, at: KeyPath) -> None:
-    """Plain scalars read as numbers or booleans, given to a text field, take their text back.
-
-    `run.name: 2060` means the name "2060"; YAML alone would make it an int, which pydantic
-    (rightly, in general) refuses for a str field.
-    """
-    mapping = as_mapping(data)
-    if mapping is None:
-        return
-    for key, value in mapping.items():
-        info = schema.model_fields.get(key)
-        if info is None:
-            continue
-        path = (*at, key)
-        if (
-            isinstance(value, bool | int | float)
-            and path in doc.raw
-            and _wants_text(info.annotation)
-        ):
-            mapping[key] = doc.raw[path]
-            continue
-        sub = _model_in(info.annotation)
-        if sub is None:
-            continue
-        items = as_list(value)
-        if items is not None:
-            for i, item in enumerate(items):
-                _numbers_to_text(item, sub, doc, (*path, i))
-        else:
-            _numbers_to_text(value, sub, doc, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,12 +540,23 @@ class ResolvedConfig(LoadedConfig[RunConfig]):
 
 
 def _validate(
-    schema: type[M], doc: YamlDoc, problems: list[Problem], skip: Sequence[KeyPath]
+    schema: type[M],
+    doc: YamlDoc,
+    problems: list[Problem],
+    skip: Sequence[KeyPath],
+    retry: bool = True,
 ) -> M | None:
-    _numbers_to_text(doc.data, schema, doc, ())
     try:
         return schema.model_validate(doc.data)
     except ValidationError as exc:
+        # A plain scalar read as a number or boolean, given to a text field, takes its text back:
+        # `run.name: 2060` is the name "2060" (YAML alone makes it an int).
+        locs = [tuple(e["loc"]) for e in exc.errors() if e["type"] == "string_type"]
+        texts = [loc for loc in locs if loc in doc.raw]
+        if retry and texts:
+            for loc in texts:
+                _value_at(doc.data, loc[:-1])[loc[-1]] = doc.raw[loc]
+            return _validate(schema, doc, problems, skip, retry=False)
         problems.extend(_translate(exc, schema, doc, skip))
         if schema is RunConfig:
             problems.extend(_cross_section_problems(exc, doc))
