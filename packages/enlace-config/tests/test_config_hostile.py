@@ -145,6 +145,11 @@ def test_a_huge_value_is_quoted_cut(
     assert "Traceback" not in err and "internal error" not in err
 
 
+def test_a_huge_override_is_quoted_cut(write_tree: WriteTree) -> None:
+    message = problems_of(write_tree(), ["train.lr=" + "9" * 100_000, "run.name=" + "x" * 100_000])
+    assert len(message) < 2_000
+
+
 # ------------------------------------------------------------------- 13: no lax coercions
 
 

@@ -70,7 +70,8 @@ class Origin:
             where = display_path(self.file)
             return f"{where}:{self.line}" if self.line is not None else where
         if self.kind == "override":
-            return f"command line override `{self.text}`"
+            text = self.text or ""
+            return f"command line override `{text if len(text) <= 4 * MAX_QUOTED else quote(text)}`"
         return f"default ({self.text})" if self.text else "default"
 
 
