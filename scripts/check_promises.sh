@@ -40,7 +40,7 @@ python3 -m venv "$venv"
 "$venv/bin/python" - <<'PY'
 import importlib.util, sys
 import enlace_agent
-from enlace_agent.tools.search import search  # the library API the assistant uses
+from enlace_agent.search import search  # the library API the assistant uses
 assert importlib.util.find_spec("torch") is None, "torch is installed in the agent's venv"
 assert "torch" not in sys.modules
 try:

@@ -21,12 +21,12 @@ def run_cli(
     *args: str, env: dict[str, str], module: bool = False
 ) -> subprocess.CompletedProcess[str]:
     cmd = (
-        [sys.executable, "-m", "enlace_agent.tools.search"]
+        [sys.executable, "-m", "enlace_agent.search"]
         if module
         else [
             sys.executable,
             "-c",
-            "import sys; from enlace_agent.tools.search.cli import main; sys.exit(main())",
+            "import sys; from enlace_agent.cli.search import main; sys.exit(main())",
         ]
     )
     return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=60)
@@ -42,7 +42,7 @@ def cli(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_env: dict[str, str]
 ) -> Any:
     """`main(argv)` in this process (cheap); `run_cli` keeps the subprocess for what needs one."""
-    from enlace_agent.tools.search.cli import main
+    from enlace_agent.cli.search import main
 
     root = logging.getLogger()
     saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
@@ -333,9 +333,9 @@ def test_importing_enlace_agent_and_the_cli_does_not_import_torch(
     clean_env: dict[str, str],
 ) -> None:
     code = (
-        "import sys, enlace_agent, enlace_agent.tools.search.cli\n"
-        "from enlace_agent.tools.search import search, SearchChain, SEARCH_TOOL\n"
-        "import enlace_agent.tools.search.brave, enlace_agent.tools.search.duckduckgo\n"
+        "import sys, enlace_agent, enlace_agent.cli.search\n"
+        "from enlace_agent.search import search, SearchChain, SEARCH_TOOL\n"
+        "import enlace_agent.search.brave, enlace_agent.search.duckduckgo\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "print('ok')\n"
     )
@@ -348,7 +348,7 @@ def test_importing_enlace_agent_and_the_cli_does_not_import_torch(
 
 def test_cli_module_imports_only_the_standard_library(clean_env: dict[str, str]) -> None:
     code = (
-        "import sys\nimport enlace_agent.tools.search.cli\n"
+        "import sys\nimport enlace_agent.cli.search\n"
         "heavy = sorted({'httpx', 'bs4', 'pydantic', 'yaml', 'torch'} & set(sys.modules))\n"
         "print(','.join(heavy))\n"
     )

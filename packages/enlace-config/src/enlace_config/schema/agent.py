@@ -6,7 +6,7 @@ empty file, or no file at all, is the shipped chain: DuckDuckGo Lite first, Brav
 Secrets are never part of this schema: the Brave key comes only from the environment.
 """
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -17,6 +17,9 @@ SafeSearch = Literal["strict", "moderate", "off"]
 TimeFilter = Literal["day", "week", "month", "year"]
 
 REGION_PATTERN = r"^[a-z]{2}-[a-z]{2,3}$"
+# The one home of these limits: the chain, the library and the CLIs validate through this schema.
+MaxResults = Annotated[int, Field(ge=1, le=20)]
+Region = Annotated[str, Field(pattern=REGION_PATTERN)]
 HTTP_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
 
 
@@ -102,9 +105,8 @@ class SearchConfig(StrictModel):
         description="Providers in the order they are asked. A later one is asked only when the "
         "ones before it failed (an answer with zero results is an answer, not a failure).",
     )
-    region: str = Field(
+    region: Region = Field(
         default="es-es",
-        pattern=REGION_PATTERN,
         description="Region in DuckDuckGo's `kl` form, country-language (es-es, mx-es, es-ca, "
         "us-en); DuckDuckGo receives it as is and Brave derives country and language from it.",
     )
@@ -118,10 +120,8 @@ class SearchConfig(StrictModel):
         description="Only pages from the last day/week/month/year (DuckDuckGo's `df`, Brave's "
         "`freshness`). None: any time.",
     )
-    max_results: int = Field(
+    max_results: MaxResults = Field(
         default=10,
-        ge=1,
-        le=20,
         description="Results returned per search (Brave accepts at most 20).",
     )
     cooldown_s: float = Field(
@@ -161,7 +161,9 @@ __all__ = [
     "BraveConfig",
     "DuckDuckGoConfig",
     "HttpConfig",
+    "MaxResults",
     "ProviderName",
+    "Region",
     "SafeSearch",
     "SearchConfig",
     "TimeFilter",

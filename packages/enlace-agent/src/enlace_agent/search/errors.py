@@ -3,6 +3,7 @@
     SearchError
     ├── QueryError                 the query itself is unusable (empty, longer than a provider takes)
     ├── SearchConfigError          the configuration cannot be used (bad file, missing env file)
+    │   ├── InvalidOptions         an override (flag, argument) refused by the schema: `.keys`
     │   └── MissingCredential      a configured provider has no key (raised when the chain is built)
     ├── ProviderError              one provider failed to answer; the chain moves on to the next
     │   ├── RateLimited            the provider asks us to slow down (starts a cool-down)
@@ -31,11 +32,28 @@ class SearchError(Exception):
 
 
 class QueryError(SearchError, ValueError):
-    """The query cannot be sent as it is (empty, or longer than a provider accepts)."""
+    """The query cannot be sent as it is: empty (`limit` None), or `length` characters where the
+    `provider` named accepts at most `limit`."""
+
+    def __init__(
+        self, message: str, *, length: int = 0, limit: int | None = None, provider: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.length = length
+        self.limit = limit
+        self.provider = provider
 
 
 class SearchConfigError(SearchError, ValueError):
     """The search configuration (file, overrides, env file) cannot be used."""
+
+
+class InvalidOptions(SearchConfigError):
+    """Overrides (command-line flags, library arguments) the schema refused; `keys` names them."""
+
+    def __init__(self, keys: tuple[str, ...], message: str) -> None:
+        self.keys = keys
+        super().__init__(message)
 
 
 class MissingCredential(SearchConfigError):
@@ -163,6 +181,7 @@ __all__ = [
     "AuthenticationFailed",
     "Blocked",
     "CoolingDown",
+    "InvalidOptions",
     "LayoutChanged",
     "MissingCredential",
     "ProviderError",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -19,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from enlace_agent.tools.search.errors import ProviderError
-    from enlace_agent.tools.search.models import SearchResponse
+    from enlace_agent.search.errors import ProviderError
+    from enlace_agent.search.models import SearchResponse
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
@@ -79,7 +78,7 @@ class _RedactingFilter(logging.Filter):
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from enlace_agent.tools.search.models import redact
+        from enlace_agent.search.models import redact
 
         if self.secrets:
             record.msg = redact(record.getMessage(), self.secrets)
@@ -163,48 +162,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-PROVIDER_NAMES = ("duckduckgo", "brave")
+def _explain_options(keys: tuple[str, ...], args: argparse.Namespace) -> str:
+    """The schema refused these flags' values: say so in Spanish, with the schema's own limits."""
+    from typing import get_args
 
+    from enlace_config.schema.agent import ProviderName, SearchConfig
 
-def _check_options(args: argparse.Namespace) -> str | None:
-    """The flags' own mistakes, explained in Spanish (the config file is checked by its schema)."""
-    if args.max_results is not None and not 1 <= args.max_results <= 20:
-        return f"--max-results debe estar entre 1 y 20 (recibido: {args.max_results})."
-    if args.region is not None and not re.fullmatch(r"[a-z]{2}-[a-z]{2,3}", args.region):
-        return (
-            f"--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
-            f"us-en (recibido: {args.region!r})."
-        )
-    if args.providers is not None:
-        names = [p.strip().lower() for p in args.providers.split(",") if p.strip()]
-        unknown = [p for p in names if p not in PROVIDER_NAMES]
-        if not names or unknown or len(set(names)) != len(names):
-            return (
-                "--providers espera una lista separada por comas de duckduckgo y/o brave, sin "
-                f"repetir (recibido: {args.providers!r})."
+    lines: list[str] = []
+    for key in keys:
+        if key == "max_results":
+            bounds = {
+                k: getattr(m, k)
+                for m in SearchConfig.model_fields["max_results"].metadata
+                for k in ("ge", "le")
+                if hasattr(m, k)
+            }
+            lines.append(
+                f"--max-results debe estar entre {bounds['ge']} y {bounds['le']} "
+                f"(recibido: {args.max_results})."
             )
-    return None
+        elif key == "region":
+            lines.append(
+                "--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
+                f"us-en (recibido: {args.region!r})."
+            )
+        elif key == "providers":
+            names = " y/o ".join(get_args(ProviderName))
+            lines.append(
+                f"--providers espera una lista separada por comas de {names}, sin repetir "
+                f"(recibido: {args.providers!r})."
+            )
+    return "\n".join(lines)
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     err = sys.stderr
     query = " ".join(" ".join(args.query).split())
-    if not query:
-        return _fail("la consulta está vacía.", EXIT_USAGE, err)
-    problem = _check_options(args)
-    if problem:
-        return _fail(problem, EXIT_USAGE, err)
-
     started = time.monotonic()
-    from enlace_agent.tools.search.chain import SearchChain
-    from enlace_agent.tools.search.errors import (
+    from enlace_agent.search.chain import SearchChain
+    from enlace_agent.search.errors import (
         AllProvidersFailed,
+        InvalidOptions,
         MissingCredential,
         QueryError,
         SearchConfigError,
     )
-    from enlace_agent.tools.search.models import SkippedProvider, redact
-    from enlace_agent.tools.search.settings import load_config, load_env, parse_providers
+    from enlace_agent.search.models import SkippedProvider, redact
+    from enlace_agent.search.settings import load_config, load_env, parse_providers
 
     log.debug("libraries loaded in %.3f s", time.monotonic() - started)
     try:
@@ -221,22 +225,24 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         chain = SearchChain(config, env=env)
     except MissingCredential as exc:
         return _fail(_missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
+    except InvalidOptions as exc:
+        return _fail(_explain_options(exc.keys, args), EXIT_USAGE, err)
     except SearchConfigError as exc:
         return _fail(
             f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}", EXIT_USAGE, err
-        )
-    if len(query) > chain.max_query_chars:
-        return _fail(
-            f"la consulta tiene {len(query)} caracteres y el máximo es {chain.max_query_chars}; "
-            "acórtala (no se recorta automáticamente).",
-            EXIT_USAGE,
-            err,
         )
     search_started = time.monotonic()
     try:
         response = chain.search(query)
     except QueryError as exc:
-        return _fail(f"consulta no válida: {exc}", EXIT_USAGE, err)
+        if exc.limit is None:
+            return _fail("la consulta está vacía.", EXIT_USAGE, err)
+        return _fail(
+            f"la consulta tiene {exc.length} caracteres y el máximo es {exc.limit}; "
+            "acórtala (no se recorta automáticamente).",
+            EXIT_USAGE,
+            err,
+        )
     except AllProvidersFailed as exc:
         if args.json:
             _write_json(
@@ -264,7 +270,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
 
 
 def _write_json(data: dict[str, Any], secrets: list[str]) -> None:
-    from enlace_agent.tools.search.models import redact
+    from enlace_agent.search.models import redact
 
     sys.stdout.write(redact(json.dumps(data, ensure_ascii=False, indent=2), secrets) + "\n")
 

@@ -20,7 +20,7 @@ from typing import Any
 from enlace_config.schema.agent import SearchConfig
 from pydantic import ValidationError
 
-from enlace_agent.tools.search.errors import SearchConfigError
+from enlace_agent.search.errors import InvalidOptions, SearchConfigError
 
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -68,13 +68,34 @@ def load_env(
     return {**parse_env_file(text), **env}
 
 
-def _format_validation(exc: ValidationError, source: str) -> str:
-    lines: list[str] = []
+def invalid_keys(exc: ValidationError) -> tuple[str, ...]:
+    """The top-level keys a validation error is about (cross-field problems included)."""
+    from enlace_config.schema.base import FieldProblems
+
+    keys: list[str] = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        value: Any = err.get("input")
-        lines.append(f"  {key} = {value!r}: {err['msg']} (from {source})")
-    return "\n".join(lines)
+        cause = err.get("ctx", {}).get("error")
+        if isinstance(cause, FieldProblems):
+            keys.extend(p.key.split(".")[0] for p in cause.problems)
+        elif err["loc"]:
+            keys.append(str(err["loc"][0]))
+    return tuple(dict.fromkeys(keys))
+
+
+def with_overrides(config: SearchConfig, overrides: Mapping[str, Any] | None) -> SearchConfig:
+    """`config` with the non-None `overrides` applied, validated by the schema (the one home of
+    the limits); `InvalidOptions` names the keys refused, for a caller to explain in its words."""
+    changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if not changes:
+        return config
+    try:
+        return SearchConfig.model_validate({**config.model_dump(), **changes})
+    except ValidationError as exc:
+        lines = "\n".join(
+            f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise InvalidOptions(invalid_keys(exc), f"invalid option:\n{lines}") from None
 
 
 def load_config(
@@ -98,16 +119,7 @@ def load_config(
             config = load_config_file(file, schema=SearchConfig).config
         except ConfigError as exc:
             raise SearchConfigError(str(exc)) from None
-    if overrides and any(v is not None for v in overrides.values()):
-        merged = config.model_dump()
-        merged.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            config = SearchConfig.model_validate(merged)
-        except ValidationError as exc:
-            raise SearchConfigError(
-                f"invalid option:\n{_format_validation(exc, 'command line')}"
-            ) from None
-    return config
+    return with_overrides(config, overrides)
 
 
 def parse_providers(value: str | Sequence[str]) -> list[str]:

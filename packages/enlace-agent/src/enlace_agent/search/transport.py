@@ -28,8 +28,8 @@ if "httpx" not in sys.modules:
 import httpx
 from enlace_config.schema.agent import HttpConfig
 
-from enlace_agent.tools.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
-from enlace_agent.tools.search.models import redact
+from enlace_agent.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
+from enlace_agent.search.models import redact
 
 log = logging.getLogger("enlace_agent.search")
 
