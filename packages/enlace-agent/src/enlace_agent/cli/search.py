@@ -202,13 +202,12 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.search.chain import SearchChain
     from enlace_agent.search.errors import (
         AllProvidersFailed,
-        InvalidOptions,
         MissingCredential,
         QueryError,
-        SearchConfigError,
     )
     from enlace_agent.search.models import SkippedProvider, redact
     from enlace_agent.search.settings import load_config, load_env, parse_providers
+    from enlace_agent.settings import InvalidOptions, SettingsError
 
     log.debug("libraries loaded in %.3f s", time.monotonic() - started)
     try:
@@ -227,7 +226,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         return _fail(_missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
     except InvalidOptions as exc:
         return _fail(_explain_options(exc.keys, args), EXIT_USAGE, err)
-    except SearchConfigError as exc:
+    except SettingsError as exc:
         return _fail(
             f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}", EXIT_USAGE, err
         )

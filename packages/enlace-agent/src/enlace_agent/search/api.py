@@ -10,7 +10,8 @@ from enlace_config.schema.agent import SearchConfig
 
 from enlace_agent.search.chain import SearchChain
 from enlace_agent.search.models import SearchResponse
-from enlace_agent.search.settings import load_config, load_env, parse_providers, with_overrides
+from enlace_agent.search.settings import load_config, load_env, parse_providers
+from enlace_agent.settings import with_overrides
 
 
 def search(

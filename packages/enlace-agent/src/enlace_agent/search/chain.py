@@ -24,7 +24,6 @@ from enlace_config.schema.agent import SearchConfig
 from enlace_agent.search.errors import (
     AllProvidersFailed,
     CoolingDown,
-    InvalidOptions,
     MissingCredential,
     ProviderError,
     QueryError,
@@ -38,8 +37,8 @@ from enlace_agent.search.models import (
     Secret,
     SkippedProvider,
 )
-from enlace_agent.search.settings import with_overrides
 from enlace_agent.search.state import CooldownStore, default_state_path
+from enlace_agent.settings import InvalidOptions, with_overrides
 
 log = logging.getLogger("enlace_agent.search")
 

@@ -3,7 +3,6 @@
     SearchError
     ├── QueryError                 the query itself is unusable (empty, longer than a provider takes)
     ├── SearchConfigError          the configuration cannot be used (bad file, missing env file)
-    │   ├── InvalidOptions         an override (flag, argument) refused by the schema: `.keys`
     │   └── MissingCredential      a configured provider has no key (raised when the chain is built)
     ├── ProviderError              one provider failed to answer; the chain moves on to the next
     │   ├── RateLimited            the provider asks us to slow down (starts a cool-down)
@@ -17,6 +16,7 @@
     │   └── CoolingDown            skipped: still in the cool-down of an earlier rate limit
     └── AllProvidersFailed         every provider failed; `.errors` lists each cause
 
+An override the schema refuses (`max_results=50`) raises `enlace_agent.settings.InvalidOptions`.
 Messages are English (they go to logs and to developers) and never contain a secret: the providers
 redact their key from every text they put in an exception. The Spanish words the family reads are
 `ProviderError.reason_es`.
@@ -25,6 +25,8 @@ redact their key from every text they put in an exception. The Spanish words the
 from __future__ import annotations
 
 from typing import ClassVar
+
+from enlace_agent.settings import SettingsError
 
 
 class SearchError(Exception):
@@ -44,16 +46,8 @@ class QueryError(SearchError, ValueError):
         self.provider = provider
 
 
-class SearchConfigError(SearchError, ValueError):
+class SearchConfigError(SearchError, SettingsError):
     """The search configuration (file, overrides, env file) cannot be used."""
-
-
-class InvalidOptions(SearchConfigError):
-    """Overrides (command-line flags, library arguments) the schema refused; `keys` names them."""
-
-    def __init__(self, keys: tuple[str, ...], message: str) -> None:
-        self.keys = keys
-        super().__init__(message)
 
 
 class MissingCredential(SearchConfigError):
@@ -181,7 +175,6 @@ __all__ = [
     "AuthenticationFailed",
     "Blocked",
     "CoolingDown",
-    "InvalidOptions",
     "LayoutChanged",
     "MissingCredential",
     "ProviderError",
