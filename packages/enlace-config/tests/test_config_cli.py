@@ -50,6 +50,18 @@ def test_registry_lists_the_slots_and_the_other_kinds() -> None:
         assert model is not None and issubclass(model, BaseModel), folder
 
 
+def test_the_repository_agent_files_validate_with_their_own_schemas() -> None:
+    """configs/agent/ holds two kinds of file: search.yaml and assistant.yaml."""
+    from enlace_config.compose import check_file
+    from enlace_config.schema.agent import AssistantConfig, SearchConfig
+
+    agent = Path(__file__).resolve().parents[3] / "configs" / "agent"
+    assert isinstance(check_file(agent / "search.yaml").config, SearchConfig)
+    assert check_file(agent / "assistant.yaml").config == AssistantConfig()
+    assert schema_for("agent", "assistant") is AssistantConfig
+    assert schema_for("agent", "anything-else") is SearchConfig
+
+
 def test_runs_cannot_be_reregistered() -> None:
     with pytest.raises(ValueError, match="RunConfig"):
         register_schema("runs", WidgetConfig)

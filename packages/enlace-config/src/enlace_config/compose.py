@@ -739,7 +739,7 @@ def load_config(
     path = Path(path)
     overrides = _as_list(overrides)
     kind = kind_of(path) or path.parent.name
-    model = schema if schema is not None else schema_for(kind)
+    model = schema if schema is not None else schema_for(kind, path.stem)
     if model is None:
         raise ConfigError(
             [

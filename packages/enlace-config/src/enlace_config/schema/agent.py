@@ -157,7 +157,87 @@ class SearchConfig(StrictModel):
         return self
 
 
+class AssistantConfig(StrictModel):
+    """The family assistant (`enlace-assistant`): which model server to talk to, how to sample, and
+    the limits of one turn. The model's API key is never part of this schema: it is read from the
+    environment variable named by `api_key_env`."""
+
+    base_url: str = Field(
+        default="http://127.0.0.1:8080/v1",
+        pattern=HTTP_URL_PATTERN,
+        description="Base URL of an OpenAI-compatible server (llama.cpp's llama-server, "
+        "llama-cpp-python, Ollama's /v1, vLLM); /chat/completions is appended.",
+    )
+    model: str = Field(
+        default="enlace-chat",
+        min_length=1,
+        description="Model name sent in every request (the server's GET /models lists them).",
+    )
+    api_key_env: str = Field(
+        default="ENLACE_MODEL_API_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable holding the server's API key, for servers that want "
+        "one (sent as a Bearer token; unset: no key is sent).",
+    )
+    stream: bool = Field(
+        default=True, description="Ask for a streamed answer (server-sent events)."
+    )
+    temperature: float = Field(default=0.3, ge=0, le=2, description="Sampling temperature.")
+    top_p: float = Field(default=0.95, gt=0, le=1, description="Nucleus sampling threshold.")
+    max_tokens: PositiveInt = Field(
+        default=1024, description="Most tokens the model may write in one answer."
+    )
+    max_tool_rounds: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Rounds of tool calls allowed in one turn; a model that asks for more is "
+        "stopped and the family is told so (0: no tools offered).",
+    )
+    time_budget_s: PositiveFloat = Field(
+        default=180.0,
+        description="Hard deadline in seconds for a whole turn (model answers and searches "
+        "included); a slower turn stops and says so.",
+    )
+    connect_timeout_s: PositiveFloat = Field(
+        default=5.0, description="Seconds allowed to connect to the model server."
+    )
+    read_timeout_s: PositiveFloat = Field(
+        default=60.0,
+        description="Seconds allowed between two pieces of the model's answer (the first one "
+        "included: a large prompt takes a while to read).",
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Replaces the Spanish default system prompt; `{fecha}` in it becomes today's "
+        "date in Spanish. None: the default prompt.",
+    )
+    search_config: str | None = Field(
+        default=None,
+        description="The search settings file for the assistant's search tool. None: the "
+        "user's search.yaml, or the search defaults.",
+    )
+
+    @model_validator(mode="after")
+    def _timeouts_fit(self) -> "AssistantConfig":
+        raise_problems(
+            FieldProblem(
+                name,
+                f"{name} ({value}) must not exceed time_budget_s ({self.time_budget_s})",
+                related=("time_budget_s",),
+            )
+            for name, value in (
+                ("connect_timeout_s", self.connect_timeout_s),
+                ("read_timeout_s", self.read_timeout_s),
+            )
+            if value > self.time_budget_s
+        )
+        return self
+
+
 __all__ = [
+    "AssistantConfig",
     "BraveConfig",
     "DuckDuckGoConfig",
     "HttpConfig",
