@@ -15,26 +15,21 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from enlace_agent.search.errors import ProviderError
     from enlace_agent.search.models import SearchResponse
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, setup_logging
+
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
 
 log = logging.getLogger("enlace_agent.search")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse exits 2 already; keep it, in Spanish
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="enlace-search",
         description="Busca en internet: primero DuckDuckGo, y Brave Search si DuckDuckGo falla.",
         epilog=(
@@ -70,47 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _RedactingFilter(logging.Filter):
-    """Removes secrets from every log record (message, arguments and traceback text)."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        super().__init__()
-        self.secrets = secrets
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from enlace_agent.search.models import redact
-
-        if self.secrets:
-            record.msg = redact(record.getMessage(), self.secrets)
-            record.args = None
-            if record.exc_info:
-                record.exc_text = redact(
-                    logging.Formatter().formatException(record.exc_info), self.secrets
-                )
-                record.exc_info = None
-        return True
-
-
-def _setup_logging(debug: bool, secrets: list[str]) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_RedactingFilter(secrets))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if debug else logging.WARNING)
-    if not debug:
-        # httpx logs every request URL (with the query in it) at INFO.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
-def _fail(message: str, code: int, out: TextIO) -> int:
-    out.write(f"Error: {message}\n")
-    return code
-
-
-def _missing_key_message(provider: str, env_var: str) -> str:
+def missing_key_message(provider: str, env_var: str) -> str:
     return (
         f"la búsqueda está configurada para usar {provider} como respaldo, pero la variable de "
         f"entorno {env_var} no está definida. Soluciones: define {env_var} con tu clave de Brave "
@@ -146,7 +101,7 @@ def render_text(response: SearchResponse) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     secrets: list[str] = []
-    _setup_logging(args.debug, secrets)
+    setup_logging(args.debug, secrets)
     try:
         return _run(args, secrets)
     except KeyboardInterrupt:
@@ -223,11 +178,11 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         config = load_config(args.config, overrides=overrides)
         chain = SearchChain(config, env=env)
     except MissingCredential as exc:
-        return _fail(_missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
+        return fail(missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
     except InvalidOptions as exc:
-        return _fail(_explain_options(exc.keys, args), EXIT_USAGE, err)
+        return fail(_explain_options(exc.keys, args), EXIT_USAGE, err)
     except SettingsError as exc:
-        return _fail(
+        return fail(
             f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}", EXIT_USAGE, err
         )
     search_started = time.monotonic()
@@ -235,8 +190,8 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         response = chain.search(query)
     except QueryError as exc:
         if exc.limit is None:
-            return _fail("la consulta está vacía.", EXIT_USAGE, err)
-        return _fail(
+            return fail("la consulta está vacía.", EXIT_USAGE, err)
+        return fail(
             f"la consulta tiene {exc.length} caracteres y el máximo es {exc.limit}; "
             "acórtala (no se recorta automáticamente).",
             EXIT_USAGE,
@@ -255,7 +210,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
                 secrets,
             )
         causes = "\n".join(f"  - {e.provider}: {_why(e)}" for e in exc.errors)
-        return _fail(
+        return fail(
             "ningún proveedor de búsqueda respondió:\n"
             f"{causes}\nInténtalo de nuevo más tarde; con --debug verás los detalles.",
             EXIT_FAILED,

@@ -54,7 +54,7 @@ class HttpResponse:
             return self.body.decode("utf-8", errors="replace")
 
 
-class _Watchdog:
+class Watchdog:
     """Shuts the current connection's socket down when the deadline passes."""
 
     def __init__(self, deadline: float) -> None:
@@ -87,7 +87,7 @@ class _Watchdog:
             self.fired = True
             self._shutdown()
 
-    def __enter__(self) -> _Watchdog:
+    def __enter__(self) -> Watchdog:
         self._timer.start()
         return self
 
@@ -128,7 +128,7 @@ def fetch(
     def fail(exc_type: type[Unavailable], detail: str) -> Unavailable:
         return exc_type(provider, redact(detail, secrets))
 
-    with _Watchdog(deadline) as watchdog, httpx.Client(timeout=timeout) as client:
+    with Watchdog(deadline) as watchdog, httpx.Client(timeout=timeout) as client:
         request = client.build_request(
             method,
             url,
