@@ -4,7 +4,9 @@ and an isolated environment (XDG folders in tmp, no key, no proxy)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import logging
 import os
 import socket
 import threading
@@ -112,6 +114,10 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
+
+    def handle(self) -> None:  # a client that hangs up (on purpose, in tests) is no news
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            super().handle()
 
     def _handle(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -393,3 +399,35 @@ def model_server() -> Iterator[ScriptedModel]:
     owner.stop.set()
     owner.server.shutdown()
     owner.server.server_close()
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def in_process(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_env: dict[str, str]
+) -> Iterator[Callable[..., Ran]]:
+    """`run(main, *argv, stdin="")`: a CLI's `main` in this process (cheap; a subprocess stays for
+    what needs one), its logging set-up undone afterwards."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
+
+    def run(main: Callable[[list[str]], int], *args: str, stdin: str = "") -> Ran:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    yield run
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    logging.getLogger("httpx").setLevel(saved[2])

@@ -4,7 +4,6 @@ errors, the key and the query kept out of logs, and no torch."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -32,36 +31,17 @@ def run_cli(
     return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-class Result:
-    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
 @pytest.fixture
-def cli(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_env: dict[str, str]
-) -> Any:
+def cli(in_process: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """`main(argv)` in this process (cheap); `run_cli` keeps the subprocess for what needs one."""
     from enlace_agent.cli.search import main
 
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    def run(*args: str, env: dict[str, str] | None = None) -> Any:
         for name, value in (env or {}).items():
             monkeypatch.setenv(name, value)
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
+        return in_process(main, *args)
 
-    yield run
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    logging.getLogger("httpx").setLevel(saved[2])
+    return run
 
 
 def write_config(tmp_path: Path, **data: Any) -> Path:

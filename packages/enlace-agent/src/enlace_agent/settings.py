@@ -91,7 +91,7 @@ def invalid_keys(exc: ValidationError) -> tuple[str, ...]:
     for err in exc.errors():
         cause = err.get("ctx", {}).get("error")
         if isinstance(cause, FieldProblems):
-            keys.extend(p.key.split(".")[0] for p in cause.problems)
+            keys.extend(k.split(".")[0] for p in cause.problems for k in (p.key, *p.related))
         elif err["loc"]:
             keys.append(str(err["loc"][0]))
     return tuple(dict.fromkeys(keys))
