@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, setup_logging
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
 
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.assistant import Assistant, Event, ModelError
 
-log = logging.getLogger("enlace_agent.assistant")
 
 FLAGS = {
     "base_url": "--base-url",
@@ -70,22 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    secrets: list[str] = []
-    setup_logging(args.debug, secrets)
-    try:
-        return _run(args, secrets)
-    except KeyboardInterrupt:
-        return 130
-    except Exception:  # a bug: one line for the family, the traceback under --debug
-        if args.debug:
-            log.exception("unexpected error")
-        else:
-            sys.stderr.write(
-                "Error inesperado en enlace-assistant (vuelve a ejecutar con --debug para ver la "
-                "traza).\n"
-            )
-        return EXIT_FAILED
+    return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
 
 
 def _setup(args: argparse.Namespace, secrets: list[str]) -> Assistant | str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -56,3 +57,24 @@ def setup_logging(debug: bool, secrets: list[str]) -> None:
 def fail(message: str, code: int, out: TextIO) -> int:
     out.write(f"Error: {message}\n")
     return code
+
+
+def run_guarded(
+    prog: str, args: argparse.Namespace, run: Callable[[argparse.Namespace, list[str]], int]
+) -> int:
+    """`run(args, secrets)` with logging that redacts `secrets` (which `run` fills in as it reads
+    keys); a bug is one line for the family, its traceback only under --debug."""
+    secrets: list[str] = []
+    setup_logging(args.debug, secrets)
+    try:
+        return run(args, secrets)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        if args.debug:
+            logging.getLogger("enlace_agent").exception("unexpected error in %s", prog)
+        else:
+            sys.stderr.write(
+                f"Error inesperado en {prog} (vuelve a ejecutar con --debug para ver la traza).\n"
+            )
+        return EXIT_FAILED

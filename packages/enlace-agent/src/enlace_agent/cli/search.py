@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from enlace_agent.search.errors import ProviderError
     from enlace_agent.search.models import SearchResponse
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, setup_logging
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
 
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
 
@@ -99,22 +99,7 @@ def render_text(response: SearchResponse) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    secrets: list[str] = []
-    setup_logging(args.debug, secrets)
-    try:
-        return _run(args, secrets)
-    except KeyboardInterrupt:
-        return 130
-    except Exception:  # a bug: one line for the family, the traceback under --debug
-        if args.debug:
-            log.exception("unexpected error")
-        else:
-            sys.stderr.write(
-                "Error inesperado en enlace-search (vuelve a ejecutar con --debug para ver la "
-                "traza).\n"
-            )
-        return EXIT_FAILED
+    return run_guarded("enlace-search", build_parser().parse_args(argv), _run)
 
 
 def _explain_options(keys: tuple[str, ...], args: argparse.Namespace) -> str:

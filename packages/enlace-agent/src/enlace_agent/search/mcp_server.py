@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import EXIT_USAGE, Parser, fail, setup_logging
+from enlace_agent.cli.common import EXIT_USAGE, Parser, fail, run_guarded
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -71,9 +71,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    secrets: list[str] = []
-    setup_logging(args.debug, secrets)
+    return run_guarded("enlace-search-mcp", _parser().parse_args(argv), _serve)
+
+
+def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     try:
         import anyio
         from mcp.server.stdio import stdio_server

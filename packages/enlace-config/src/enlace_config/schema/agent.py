@@ -23,6 +23,16 @@ Region = Annotated[str, Field(pattern=REGION_PATTERN)]
 HTTP_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
 
 
+def _timeouts_within(config: StrictModel, limit: str) -> None:
+    """connect_timeout_s and read_timeout_s must not exceed the `limit` field."""
+    bound: float = getattr(config, limit)
+    raise_problems(
+        FieldProblem(name, f"{name} ({value}) must not exceed {limit} ({bound})", related=(limit,))
+        for name in ("connect_timeout_s", "read_timeout_s")
+        if (value := getattr(config, name)) > bound
+    )
+
+
 class HttpConfig(StrictModel):
     connect_timeout_s: PositiveFloat = Field(
         default=5.0,
@@ -53,18 +63,7 @@ class HttpConfig(StrictModel):
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "HttpConfig":
-        raise_problems(
-            FieldProblem(
-                name,
-                f"{name} ({value}) must not exceed total_timeout_s ({self.total_timeout_s})",
-                related=("total_timeout_s",),
-            )
-            for name, value in (
-                ("connect_timeout_s", self.connect_timeout_s),
-                ("read_timeout_s", self.read_timeout_s),
-            )
-            if value > self.total_timeout_s
-        )
+        _timeouts_within(self, "total_timeout_s")
         return self
 
 
@@ -221,18 +220,7 @@ class AssistantConfig(StrictModel):
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "AssistantConfig":
-        raise_problems(
-            FieldProblem(
-                name,
-                f"{name} ({value}) must not exceed time_budget_s ({self.time_budget_s})",
-                related=("time_budget_s",),
-            )
-            for name, value in (
-                ("connect_timeout_s", self.connect_timeout_s),
-                ("read_timeout_s", self.read_timeout_s),
-            )
-            if value > self.time_budget_s
-        )
+        _timeouts_within(self, "time_budget_s")
         return self
 
 
