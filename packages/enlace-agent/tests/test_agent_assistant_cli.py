@@ -298,3 +298,23 @@ def test_real_gguf_model_answers_through_the_assistant(
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.text
     assert any(isinstance(e, ToolCallFinished) and e.provider == "duckduckgo" for e in events)
+
+
+def test_the_readme_library_example_runs_as_written(
+    model_server: Any, setup_files: Path, clean_env: dict[str, str], capsys: Any
+) -> None:
+    """The README's Python block, run as is with the user's assistant.yaml in XDG_CONFIG_HOME."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\nimport os\n", 1)[1].split("```", 1)[0]
+    home = Path(clean_env["XDG_CONFIG_HOME"]) / "enlace"
+    home.mkdir(parents=True)
+    (home / "assistant.yaml").write_text(setup_files.read_text())
+    model_server.script = [
+        model_server.call(TOOL_NAME, {"consulta": "Tour 2024"}),
+        model_server.say("Lo ganó Tadej Pogačar."),
+    ]
+    namespace: dict[str, Any] = {}
+    exec("import os\n" + block, namespace)
+    out = capsys.readouterr().out
+    assert '"type": "tool_result"' in out.replace("'", '"') and "Pogačar" in out
+    assert [m["role"] for m in namespace["history"]] == ["user", "assistant", "tool", "assistant"]
