@@ -151,13 +151,12 @@ class ChatClient:
                         yield from self._read_whole(response, deadline)
             except ModelError:
                 raise
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc, watchdog.fired) from None
-            except OSError as exc:
-                raise self._transport_error(exc, watchdog.fired) from None
+            except (httpx.HTTPError, OSError) as exc:
+                late = watchdog.fired or time.monotonic() >= deadline
+                raise self._transport_error(exc, late) from None
 
-    def _transport_error(self, exc: Exception, fired: bool) -> ModelError:
-        if fired:
+    def _transport_error(self, exc: Exception, late: bool) -> ModelError:
+        if late:  # the watchdog, or a read timeout cut to the time left
             return BudgetExceeded("the time budget ran out while the model was answering")
         if isinstance(exc, httpx.ConnectError):
             return ModelUnavailable(f"cannot connect to the model server at {self.base_url}")

@@ -23,7 +23,7 @@ from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fa
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
-    from enlace_agent.assistant import Assistant, Event, ModelError
+    from enlace_agent.assistant import Assistant, Event, ModelError, TurnEnd
 
 
 FLAGS = {
@@ -169,7 +169,7 @@ class _TextPrinter:
             self.write("\n" + "".join(_sources_lines(event)))
 
 
-def _sources_lines(end: Any) -> Iterable[str]:
+def _sources_lines(end: TurnEnd) -> Iterable[str]:
     if end.sources:
         yield "\nFuentes:\n"
         for i, s in enumerate(end.sources, 1):
