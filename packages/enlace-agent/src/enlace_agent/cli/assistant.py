@@ -113,8 +113,10 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     )
     history: list[dict[str, Any]] = []
     while True:
+        sys.stderr.write("\nTú: ")  # prompts on stderr: stdout holds only the answers
+        sys.stderr.flush()
         try:
-            question = input("\nTú: ").strip()
+            question = input().strip()
         except EOFError:
             return EXIT_OK
         if question.lower() in QUIT:
