@@ -30,6 +30,7 @@ from enlace_agent.assistant.prompt import spanish_date, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
 from enlace_agent.search.chain import SearchChain
 from enlace_agent.search.tool import TOOL_NAME, SearchTool
+from enlace_agent.toolkit import ToolResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
@@ -258,3 +259,38 @@ def test_silent_server_stops_at_the_time_budget(http_server: Any, search_tool: S
     assistant = Assistant(build_client(config, {}), tools=[search_tool], config=config)
     end = end_of(run(assistant, "hola"))
     assert end.stopped == "time_budget" and end.elapsed_s < 2
+
+
+class SlowTool:
+    """A registered tool that takes longer than the turn's budget."""
+
+    def __init__(self) -> None:
+        self.spec = {"type": "function", "function": {"name": "lenta", "parameters": {}}}
+        self.runs = 0
+
+    def run(self, arguments: Any) -> ToolResult:
+        self.runs += 1
+        time.sleep(1.2)
+        return ToolResult("hecho")
+
+
+def test_budget_spent_in_tools_ends_the_turn_with_a_well_formed_history(
+    model_server: Any,
+) -> None:
+    model_server.script = [
+        model_server.say(
+            '<tool_call>{"name": "lenta"}</tool_call><tool_call>{"name": "lenta"}</tool_call>'
+        )
+    ]
+    config = AssistantConfig(
+        base_url=model_server.base_url, time_budget_s=1.0, read_timeout_s=1.0, connect_timeout_s=1.0
+    )
+    tool = SlowTool()
+    assistant = Assistant(build_client(config, {}), tools=[tool], config=config)
+    end = end_of(run(assistant, "hola"))
+    assert end.stopped == "time_budget" and tool.runs == 1
+    calls = end.messages[1]["tool_calls"]
+    answers = [m for m in end.messages if m["role"] == "tool"]
+    assert [a["tool_call_id"] for a in answers] == [c["id"] for c in calls]  # every call answered
+    assert answers[1]["content"] == "Error: no se ejecutó: se acabó el tiempo."
+    assert len(model_server.bodies) == 1  # the model was not asked again

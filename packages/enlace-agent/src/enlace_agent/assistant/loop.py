@@ -117,26 +117,26 @@ class Assistant:
         *,
         tools: Sequence[Tool],
         config: AssistantConfig,
-        clock: Callable[[], float] = time.monotonic,
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
         self.client = client
         self.tools = {tool_name(t): t for t in tools}
         self.config = config
-        self.clock = clock
         self.today = today
 
     def turn(self, history: Sequence[Mapping[str, Any]], user_text: str) -> Iterator[Event]:
-        state = _Turn([*map(dict, history), {"role": "user", "content": user_text}], self.clock())
+        state = _Turn(
+            [*map(dict, history), {"role": "user", "content": user_text}], time.monotonic()
+        )
         deadline = state.started + self.config.time_budget_s
         system = {
             "role": "system",
             "content": system_prompt(self.config.system_prompt, self.today()),
         }
         specs = [t.spec for t in self.tools.values()]
-        structured: tuple[ToolCall, ...] = ()
         while True:
             offer = specs if state.rounds < self.config.max_tool_rounds else None
+            structured: tuple[ToolCall, ...] = ()
             shown = TextCallFilter()
             parts: list[str] = []
             try:
@@ -169,21 +169,21 @@ class Assistant:
                     "tool_calls": [c.to_message() for c in calls],
                 }
             )
-            for call in calls:
-                if self.clock() > deadline:
-                    yield from self._end(state, [], "time_budget")
-                    return
+            yield from self._run_calls(state, calls, deadline)
+            if time.monotonic() > deadline:
+                yield from self._end(state, [], "time_budget")
+                return
+
+    def _run_calls(self, state: _Turn, calls: list[ToolCall], deadline: float) -> Iterator[Event]:
+        """Run the calls in order; each gets its tool message (one the budget left no time for
+        says so, so the history stays well formed for the next turn)."""
+        for call in calls:
+            if time.monotonic() > deadline:
+                result = ToolResult("Error: no se ejecutó: se acabó el tiempo.", error=True)
+            else:
                 yield ToolCallStarted(call.id, call.name, call.arguments)
                 result = self._run(call)
                 state.sources.extend(result.sources)
-                state.messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "name": call.name,
-                        "content": result.content,
-                    }
-                )
                 yield ToolCallFinished(
                     call.id,
                     call.name,
@@ -192,6 +192,14 @@ class Assistant:
                     result.sources,
                     result.content if result.error else None,
                 )
+            state.messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": result.content,
+                }
+            )
 
     def _run(self, call: ToolCall) -> ToolResult:
         """Run one call; every problem becomes an error result for the model, never a crash."""
@@ -224,7 +232,7 @@ class Assistant:
             messages=tuple(state.messages),
             tool_rounds=state.rounds,
             stopped=stopped,
-            elapsed_s=self.clock() - state.started,
+            elapsed_s=time.monotonic() - state.started,
         )
 
 
