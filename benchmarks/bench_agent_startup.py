@@ -11,7 +11,7 @@ medians of wall-clock time over the runs, printed with their ratio to an empty i
 top-level imports it triggers). Cases:
 
 - `python -c pass`: the floor.
-- `import enlace_agent.tools.search.cli`: what `enlace-search --help` and usage errors pay (the CLI
+- `import enlace_agent.cli.search`: what `enlace-search --help` and usage errors pay (the CLI
   module imports only the standard library before parsing its arguments).
 - `--help`: the same plus argparse's work.
 - the search path: the CLI plus the chain, both providers, httpx, BeautifulSoup, pydantic and the
@@ -31,15 +31,15 @@ import time
 
 CASES: list[tuple[str, list[str]]] = [
     ("python -c pass", ["-c", "pass"]),
-    ("import enlace_agent.tools.search.cli", ["-c", "import enlace_agent.tools.search.cli"]),
-    ("python -m enlace_agent.tools.search --help", ["-m", "enlace_agent.tools.search", "--help"]),
+    ("import enlace_agent.cli.search", ["-c", "import enlace_agent.cli.search"]),
+    ("python -m enlace_agent.cli.search --help", ["-m", "enlace_agent.cli.search", "--help"]),
     (
         "search path (cli + chain + providers)",
         [
             "-c",
-            "import enlace_agent.tools.search.cli, enlace_agent.tools.search.chain, "
-            "enlace_agent.tools.search.duckduckgo, enlace_agent.tools.search.brave, "
-            "enlace_agent.tools.search.settings",
+            "import enlace_agent.cli.search, enlace_agent.search.chain, "
+            "enlace_agent.search.duckduckgo, enlace_agent.search.brave, "
+            "enlace_agent.search.settings",
         ],
     ),
     ("import httpx (bare)", ["-c", "import httpx"]),
@@ -88,9 +88,9 @@ def main() -> None:
     for name, value in medians.items():
         print(f"  {name:45s} {value * 1000:8.1f} ms   x{value / floor:5.2f} of python -c pass")
     cli_import = statistics.median(
-        importtime_us("enlace_agent.tools.search.cli") for _ in range(args.runs)
+        importtime_us("enlace_agent.cli.search") for _ in range(args.runs)
     )
-    print(f"  -X importtime, enlace_agent.tools.search.cli: {cli_import / 1000:.1f} ms (median)")
+    print(f"  -X importtime, enlace_agent.cli.search: {cli_import / 1000:.1f} ms (median)")
     saved = medians["import httpx (bare)"] - medians["import httpx (its CLI import suppressed)"]
     print(f"  httpx CLI import suppression saves {saved * 1000:.1f} ms per start here")
 

@@ -40,7 +40,9 @@ python3 -m venv "$venv"
 "$venv/bin/python" - <<'PY'
 import importlib.util, sys
 import enlace_agent
-from enlace_agent.tools.search import search  # the library API the assistant uses
+from enlace_agent.search import search  # the library API the assistant uses
+from enlace_agent.assistant import Assistant, build_assistant  # the assistant's loop
+assert importlib.util.find_spec("mcp") is None, "mcp is an optional extra, not a dependency"
 assert importlib.util.find_spec("torch") is None, "torch is installed in the agent's venv"
 assert "torch" not in sys.modules
 try:
@@ -51,6 +53,7 @@ else:
     sys.exit("import torch succeeded in the agent's venv")
 PY
 "$venv/bin/enlace-search" --help >/dev/null || fail "enlace-search --help failed in the agent's venv"
+"$venv/bin/enlace-assistant" --help >/dev/null || fail "enlace-assistant --help failed in the agent's venv"
 
 echo "-- enlace_model without the trainer (uv venv + uv pip reuse the cached torch)"
 mvenv=$dist/model-venv

@@ -4,7 +4,9 @@ and an isolated environment (XDG folders in tmp, no key, no proxy)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import logging
 import os
 import socket
 import threading
@@ -112,6 +114,10 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
+
+    def handle(self) -> None:  # a client that hangs up (on purpose, in tests) is no news
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            super().handle()
 
     def _handle(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -243,3 +249,185 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return dict(os.environ)
+
+
+# ------------------------------------------------------------------- a scripted model server
+
+Step = Callable[[BaseHTTPRequestHandler, dict[str, Any]], None]
+
+
+def _chunk(h: BaseHTTPRequestHandler, data: bytes) -> None:
+    h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    h.wfile.flush()
+
+
+def _delta(delta: dict[str, Any], finish: str | None = None) -> str:
+    return json.dumps(
+        {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
+
+
+@dataclass
+class ScriptedModel:
+    """An OpenAI-compatible server on 127.0.0.1 that plays a model: each POST to
+    /v1/chat/completions takes the next step of `script` (and records the request's JSON body)."""
+
+    server: LocalServer
+    script: list[Step] = field(default_factory=lambda: [])
+    bodies: list[dict[str, Any]] = field(default_factory=lambda: [])
+
+    @property
+    def base_url(self) -> str:
+        return self.server.url("/v1")
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        body = json.loads(h.request_body)  # type: ignore[attr-defined]
+        self.bodies.append(body)
+        step = self.script.pop(0) if self.script else self.say("(fin del guion)")
+        step(h, body)
+
+    # --- steps
+    def sse(self, payloads: list[str], *, delay: float = 0.0) -> Step:
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            for payload in [*payloads, "[DONE]"]:
+                _chunk(h, f"data: {payload}\n\n".encode())
+                time.sleep(delay)
+            h.wfile.write(b"0\r\n\r\n")
+
+        return step
+
+    def say(self, text: str, *, pieces: int = 3, delay: float = 0.0) -> Step:
+        """Answer `text` (streamed in `pieces` when the request streams)."""
+        size = max(1, -(-len(text) // pieces))
+        parts = [text[i : i + size] for i in range(0, len(text), size)]
+        streamed = self.sse(
+            [
+                _delta({"role": "assistant"}),
+                *(_delta({"content": p}) for p in parts),
+                _delta({}, "stop"),
+            ],
+            delay=delay,
+        )
+
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            if body.get("stream"):
+                streamed(h, body)
+                return
+            message = {"role": "assistant", "content": text}
+            send(h, 200, json.dumps(_completion(message, "stop")), "application/json")
+
+        return step
+
+    def call(self, name: str, arguments: dict[str, Any] | str, *, call_id: str = "c1") -> Step:
+        """A structured tool call (arguments streamed in two fragments)."""
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        half = len(args) // 2
+        first = {"index": 0, "id": call_id, "type": "function"}
+        streamed = self.sse(
+            [
+                _delta({"tool_calls": [{**first, "function": {"name": name, "arguments": ""}}]}),
+                _delta({"tool_calls": [{"index": 0, "function": {"arguments": args[:half]}}]}),
+                _delta({"tool_calls": [{"index": 0, "function": {"arguments": args[half:]}}]}),
+                _delta({}, "tool_calls"),
+            ]
+        )
+
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            if body.get("stream"):
+                streamed(h, body)
+                return
+            call = {**first, "function": {"name": name, "arguments": args}}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            send(h, 200, json.dumps(_completion(message, "tool_calls")), "application/json")
+
+        return step
+
+    def drop(self) -> Step:
+        """Start streaming, then close the connection in the middle of a chunk."""
+
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            _chunk(h, f"data: {_delta({'content': 'Empiezo a'})}\n\n".encode())
+            h.wfile.write(b"40\r\ndata: {")
+            h.wfile.flush()
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+
+        return step
+
+    def status(self, code: int, data: Any) -> Step:
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            send(h, code, json.dumps(data), "application/json")
+
+        return step
+
+    def raw(self, text: str) -> Step:
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            send(h, 200, text, "application/json")
+
+        return step
+
+
+def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModel]:
+    owner = _start_server()
+    model = ScriptedModel(owner)
+    owner.routes["/v1/chat/completions"] = model._handle  # pyright: ignore[reportPrivateUsage]
+    owner.routes["/v1/models"] = reply_json(
+        200, {"object": "list", "data": [{"id": "enlace-chat"}]}
+    )
+    yield model
+    owner.stop.set()
+    owner.server.shutdown()
+    owner.server.server_close()
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def in_process(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_env: dict[str, str]
+) -> Iterator[Callable[..., Ran]]:
+    """`run(main, *argv, stdin="")`: a CLI's `main` in this process (cheap; a subprocess stays for
+    what needs one), its logging set-up undone afterwards."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
+
+    def run(main: Callable[[list[str]], int], *args: str, stdin: str = "") -> Ran:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    yield run
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    logging.getLogger("httpx").setLevel(saved[2])

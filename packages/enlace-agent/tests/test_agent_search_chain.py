@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from enlace_config.schema.agent import SearchConfig
 
-from enlace_agent.tools.search.chain import SearchChain, build_providers
-from enlace_agent.tools.search.errors import (
+from enlace_agent.search.chain import SearchChain, build_providers
+from enlace_agent.search.errors import (
     AllProvidersFailed,
     AuthenticationFailed,
     Blocked,
@@ -25,8 +25,8 @@ from enlace_agent.tools.search.errors import (
     ResponseTooLarge,
     Unavailable,
 )
-from enlace_agent.tools.search.models import SearchRequest, SearchResult
-from enlace_agent.tools.search.state import CooldownStore
+from enlace_agent.search.models import SearchRequest, SearchResult
+from enlace_agent.search.state import CooldownStore
 
 
 class Scripted:
@@ -272,10 +272,12 @@ def test_only_provider_cooling_down_fails_with_the_reason(tmp_path: Path) -> Non
         '{"cooldowns": {"duckduckgo": {"until": "soon"}}}',
         '{"cooldowns": 3}',
         "\x00\xff",
+        b"\x00\xff\xfe not UTF-8",  # bytes no UTF-8 decoder accepts
     ],
 )
-def test_corrupt_state_never_stops_a_search(tmp_path: Path, content: str) -> None:
-    (tmp_path / "state.json").write_text(content, encoding="utf-8", errors="surrogateescape")
+def test_corrupt_state_never_stops_a_search(tmp_path: Path, content: str | bytes) -> None:
+    data = content if isinstance(content, bytes) else content.encode("utf-8")
+    (tmp_path / "state.json").write_bytes(data)
     ddg = Scripted("duckduckgo", Blocked("duckduckgo", "x"), result("duckduckgo"))
     c = chain(ddg, Scripted("brave", result("brave")), tmp_path=tmp_path)
     assert c.search("q").provider == "brave"

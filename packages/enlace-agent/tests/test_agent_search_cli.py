@@ -4,7 +4,6 @@ errors, the key and the query kept out of logs, and no torch."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -21,47 +20,28 @@ def run_cli(
     *args: str, env: dict[str, str], module: bool = False
 ) -> subprocess.CompletedProcess[str]:
     cmd = (
-        [sys.executable, "-m", "enlace_agent.tools.search"]
+        [sys.executable, "-m", "enlace_agent.search"]
         if module
         else [
             sys.executable,
             "-c",
-            "import sys; from enlace_agent.tools.search.cli import main; sys.exit(main())",
+            "import sys; from enlace_agent.cli.search import main; sys.exit(main())",
         ]
     )
     return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-class Result:
-    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
 @pytest.fixture
-def cli(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_env: dict[str, str]
-) -> Any:
+def cli(in_process: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """`main(argv)` in this process (cheap); `run_cli` keeps the subprocess for what needs one."""
-    from enlace_agent.tools.search.cli import main
+    from enlace_agent.cli.search import main
 
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    def run(*args: str, env: dict[str, str] | None = None) -> Any:
         for name, value in (env or {}).items():
             monkeypatch.setenv(name, value)
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
+        return in_process(main, *args)
 
-    yield run
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    logging.getLogger("httpx").setLevel(saved[2])
+    return run
 
 
 def write_config(tmp_path: Path, **data: Any) -> Path:
@@ -333,9 +313,9 @@ def test_importing_enlace_agent_and_the_cli_does_not_import_torch(
     clean_env: dict[str, str],
 ) -> None:
     code = (
-        "import sys, enlace_agent, enlace_agent.tools.search.cli\n"
-        "from enlace_agent.tools.search import search, SearchChain, SEARCH_TOOL\n"
-        "import enlace_agent.tools.search.brave, enlace_agent.tools.search.duckduckgo\n"
+        "import sys, enlace_agent, enlace_agent.cli.search\n"
+        "from enlace_agent.search import search, SearchChain, SEARCH_TOOL\n"
+        "import enlace_agent.search.brave, enlace_agent.search.duckduckgo\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "print('ok')\n"
     )
@@ -348,7 +328,7 @@ def test_importing_enlace_agent_and_the_cli_does_not_import_torch(
 
 def test_cli_module_imports_only_the_standard_library(clean_env: dict[str, str]) -> None:
     code = (
-        "import sys\nimport enlace_agent.tools.search.cli\n"
+        "import sys\nimport enlace_agent.cli.search\n"
         "heavy = sorted({'httpx', 'bs4', 'pydantic', 'yaml', 'torch'} & set(sys.modules))\n"
         "print(','.join(heavy))\n"
     )

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from enlace_config.schema.agent import BraveConfig, HttpConfig, SearchConfig
 
-from enlace_agent.tools.search.brave import BraveSearch
-from enlace_agent.tools.search.chain import SearchChain
-from enlace_agent.tools.search.duckduckgo import DuckDuckGoLite
-from enlace_agent.tools.search.errors import (
+from enlace_agent.search.brave import BraveSearch
+from enlace_agent.search.chain import SearchChain
+from enlace_agent.search.duckduckgo import DuckDuckGoLite
+from enlace_agent.search.errors import (
     AllProvidersFailed,
     AuthenticationFailed,
     Blocked,
@@ -28,7 +28,7 @@ from enlace_agent.tools.search.errors import (
     ResponseTooLarge,
     Unavailable,
 )
-from enlace_agent.tools.search.models import SearchRequest, Secret
+from enlace_agent.search.models import SearchRequest, Secret
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Generous limits where an answer is expected (a loaded CI machine must not turn them into

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from enlace_config.schema.agent import SearchConfig
 
-from enlace_agent.tools.search.errors import Blocked, RateLimited
+from enlace_agent.search.errors import Blocked, RateLimited
 
 pytestmark = pytest.mark.live
 
 
 def test_live_duckduckgo(tmp_path: Path) -> None:
-    from enlace_agent.tools.search.chain import SearchChain
+    from enlace_agent.search.chain import SearchChain
 
     chain = SearchChain(
         SearchConfig(providers=["duckduckgo"], state_file=str(tmp_path / "s.json")), env={}
@@ -39,7 +39,7 @@ def test_live_brave(tmp_path: Path) -> None:
     key = os.environ.get("BRAVE_SEARCH_API_KEY")
     if not key:
         pytest.skip("BRAVE_SEARCH_API_KEY is not set")
-    from enlace_agent.tools.search.chain import SearchChain
+    from enlace_agent.search.chain import SearchChain
 
     chain = SearchChain(
         SearchConfig(providers=["brave"], state_file=str(tmp_path / "s.json")),

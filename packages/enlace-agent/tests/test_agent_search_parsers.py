@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from enlace_config.schema.agent import BraveConfig
 
-from enlace_agent.tools.search.brave import brave_locale, parse_brave_json, strip_markup
-from enlace_agent.tools.search.duckduckgo import parse_lite_page, unwrap_link
-from enlace_agent.tools.search.errors import Blocked, LayoutChanged
+from enlace_agent.search.brave import brave_locale, parse_brave_json, strip_markup
+from enlace_agent.search.duckduckgo import parse_lite_page, unwrap_link
+from enlace_agent.search.errors import Blocked, LayoutChanged
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL_DDG = "ddg_lite_get_rust-programming_2026-04-14.html"

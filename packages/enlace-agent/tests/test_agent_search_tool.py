@@ -9,22 +9,23 @@ from typing import Any
 import pytest
 from enlace_config.schema.agent import SearchConfig
 
-from enlace_agent.tools.search.chain import SearchChain
-from enlace_agent.tools.search.errors import (
+from enlace_agent.search.chain import SearchChain
+from enlace_agent.search.errors import (
     Blocked,
     MissingCredential,
     SearchConfigError,
     Unavailable,
 )
-from enlace_agent.tools.search.models import (
+from enlace_agent.search.models import (
     SearchRequest,
     SearchResponse,
     SearchResult,
     SkippedProvider,
     redact,
 )
-from enlace_agent.tools.search.settings import load_config, load_env, parse_env_file
-from enlace_agent.tools.search.tool import SEARCH_TOOL, format_for_model, run_search_tool
+from enlace_agent.search.settings import load_config, load_env
+from enlace_agent.search.tool import SEARCH_TOOL, format_for_model, run_search_tool
+from enlace_agent.settings import parse_env_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -109,8 +110,8 @@ def test_format_for_model_names_the_source() -> None:
 def test_library_search_against_a_local_server(
     http_server: Any, clean_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from enlace_agent.tools.search import SearchResponse as Exported
-    from enlace_agent.tools.search import search
+    from enlace_agent.search import SearchResponse as Exported
+    from enlace_agent.search import search
 
     url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
     cfg = tmp_path / "search.yaml"
@@ -129,7 +130,7 @@ def test_library_search_against_a_local_server(
 
 def test_lazy_exports_and_version() -> None:
     import enlace_agent
-    import enlace_agent.tools.search as pkg
+    import enlace_agent.search as pkg
 
     assert isinstance(enlace_agent.__version__, str) and enlace_agent.__version__
     for name in pkg.__all__:

@@ -56,6 +56,18 @@ def test_a_schema_entry_that_is_not_a_model_is_a_type_error(
         schema_for("widgets")
 
 
+def test_the_repository_agent_files_validate_with_their_own_schemas() -> None:
+    """configs/agent/ holds two kinds of file: search.yaml and assistant.yaml."""
+    from enlace_config.compose import check_file
+    from enlace_config.schema.agent import AssistantConfig, SearchConfig
+
+    agent = Path(__file__).resolve().parents[3] / "configs" / "agent"
+    assert isinstance(check_file(agent / "search.yaml").config, SearchConfig)
+    assert check_file(agent / "assistant.yaml").config == AssistantConfig()
+    assert schema_for("agent", "assistant") is AssistantConfig
+    assert schema_for("agent", "anything-else") is SearchConfig
+
+
 def test_registered_schema_is_used_by_check(
     write_tree: WriteTree, widgets_registered: None
 ) -> None:

@@ -695,7 +695,7 @@ def load_config(
     """
     path = Path(path)
     kind = kind_of(path) or path.parent.name
-    model = schema if schema is not None else schema_for(kind)
+    model = schema if schema is not None else schema_for(kind, path.stem)
     problems: list[Problem] = []
     if model is None:
         message = (

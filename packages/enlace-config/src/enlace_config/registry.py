@@ -21,6 +21,8 @@ SCHEMAS: dict[str, str] = {
     "data": "enlace_config.schema.data:DataConfig",
     "corpus": "enlace_config.schema.corpus:CorpusConfig",
     "agent": "enlace_config.schema.agent:SearchConfig",
+    # "folder/stem": one file of a folder with its own schema (wins over the folder's entry)
+    "agent/assistant": "enlace_config.schema.agent:AssistantConfig",
 }
 
 
@@ -29,8 +31,9 @@ def known_folders() -> list[str]:
     return [RUNS_FOLDER, *SCHEMAS]
 
 
-def schema_for(folder: str) -> type[BaseModel] | None:
-    """The schema for files under `configs/<folder>/`, or None when that folder has none.
+def schema_for(folder: str, stem: str | None = None) -> type[BaseModel] | None:
+    """The schema for files under `configs/<folder>/` (for the file `<stem>.yaml` there when
+    given), or None when that folder has none.
 
     For `runs` this returns RunConfig (but run files are composed first: use load_run_config).
     """
@@ -38,7 +41,7 @@ def schema_for(folder: str) -> type[BaseModel] | None:
         from enlace_config.schema.run import RunConfig
 
         return RunConfig
-    target = SCHEMAS.get(folder)
+    target = SCHEMAS.get(f"{folder}/{stem}") or SCHEMAS.get(folder)
     if target is None:
         return None
     module_name, _, class_name = target.partition(":")

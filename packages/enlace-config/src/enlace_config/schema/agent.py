@@ -6,7 +6,7 @@ empty file, or no file at all, is the shipped chain: DuckDuckGo Lite first, Brav
 Secrets are never part of this schema: the Brave key comes only from the environment.
 """
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -17,7 +17,20 @@ SafeSearch = Literal["strict", "moderate", "off"]
 TimeFilter = Literal["day", "week", "month", "year"]
 
 REGION_PATTERN = r"^[a-z]{2}-[a-z]{2,3}$"
+# The one home of these limits: the chain, the library and the CLIs validate through this schema.
+MaxResults = Annotated[int, Field(ge=1, le=20)]
+Region = Annotated[str, Field(pattern=REGION_PATTERN)]
 HTTP_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
+
+
+def _timeouts_within(config: StrictModel, limit: str) -> None:
+    """connect_timeout_s and read_timeout_s must not exceed the `limit` field."""
+    bound: float = getattr(config, limit)
+    raise_problems(
+        FieldProblem(name, f"{name} ({value}) must not exceed {limit} ({bound})", related=(limit,))
+        for name in ("connect_timeout_s", "read_timeout_s")
+        if (value := getattr(config, name)) > bound
+    )
 
 
 class HttpConfig(StrictModel):
@@ -50,18 +63,7 @@ class HttpConfig(StrictModel):
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "HttpConfig":
-        raise_problems(
-            FieldProblem(
-                name,
-                f"{name} ({value}) must not exceed total_timeout_s ({self.total_timeout_s})",
-                related=("total_timeout_s",),
-            )
-            for name, value in (
-                ("connect_timeout_s", self.connect_timeout_s),
-                ("read_timeout_s", self.read_timeout_s),
-            )
-            if value > self.total_timeout_s
-        )
+        _timeouts_within(self, "total_timeout_s")
         return self
 
 
@@ -102,9 +104,8 @@ class SearchConfig(StrictModel):
         description="Providers in the order they are asked. A later one is asked only when the "
         "ones before it failed (an answer with zero results is an answer, not a failure).",
     )
-    region: str = Field(
+    region: Region = Field(
         default="es-es",
-        pattern=REGION_PATTERN,
         description="Region in DuckDuckGo's `kl` form, country-language (es-es, mx-es, es-ca, "
         "us-en); DuckDuckGo receives it as is and Brave derives country and language from it.",
     )
@@ -118,10 +119,8 @@ class SearchConfig(StrictModel):
         description="Only pages from the last day/week/month/year (DuckDuckGo's `df`, Brave's "
         "`freshness`). None: any time.",
     )
-    max_results: int = Field(
+    max_results: MaxResults = Field(
         default=10,
-        ge=1,
-        le=20,
         description="Results returned per search (Brave accepts at most 20).",
     )
     cooldown_s: float = Field(
@@ -157,11 +156,82 @@ class SearchConfig(StrictModel):
         return self
 
 
+class AssistantConfig(StrictModel):
+    """The family assistant (`enlace-assistant`): which model server to talk to, how to sample, and
+    the limits of one turn. The model's API key is never part of this schema: it is read from the
+    environment variable named by `api_key_env`."""
+
+    base_url: str = Field(
+        default="http://127.0.0.1:8080/v1",
+        pattern=HTTP_URL_PATTERN,
+        description="Base URL of an OpenAI-compatible server (llama.cpp's llama-server, "
+        "llama-cpp-python, Ollama's /v1, vLLM); /chat/completions is appended.",
+    )
+    model: str = Field(
+        default="enlace-chat",
+        min_length=1,
+        description="Model name sent in every request (the server's GET /models lists them).",
+    )
+    api_key_env: str = Field(
+        default="ENLACE_MODEL_API_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable holding the server's API key, for servers that want "
+        "one (sent as a Bearer token; unset: no key is sent).",
+    )
+    stream: bool = Field(
+        default=True, description="Ask for a streamed answer (server-sent events)."
+    )
+    temperature: float = Field(default=0.3, ge=0, le=2, description="Sampling temperature.")
+    top_p: float = Field(default=0.95, gt=0, le=1, description="Nucleus sampling threshold.")
+    max_tokens: PositiveInt = Field(
+        default=1024, description="Most tokens the model may write in one answer."
+    )
+    max_tool_rounds: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Rounds of tool calls allowed in one turn; a model that asks for more is "
+        "stopped and the family is told so (0: no tools offered).",
+    )
+    time_budget_s: PositiveFloat = Field(
+        default=180.0,
+        description="Hard deadline in seconds for a whole turn (model answers and searches "
+        "included); a slower turn stops and says so.",
+    )
+    connect_timeout_s: PositiveFloat = Field(
+        default=5.0, description="Seconds allowed to connect to the model server."
+    )
+    read_timeout_s: PositiveFloat = Field(
+        default=60.0,
+        description="Seconds allowed between two pieces of the model's answer (the first one "
+        "included: a large prompt takes a while to read).",
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Replaces the Spanish default system prompt; `{fecha}` in it becomes today's "
+        "date in Spanish. None: the default prompt.",
+    )
+    search_config: str | None = Field(
+        default=None,
+        description="The search settings file for the assistant's search tool. None: the "
+        "user's search.yaml, or the search defaults.",
+    )
+
+    @model_validator(mode="after")
+    def _timeouts_fit(self) -> "AssistantConfig":
+        _timeouts_within(self, "time_budget_s")
+        return self
+
+
 __all__ = [
+    "AssistantConfig",
     "BraveConfig",
     "DuckDuckGoConfig",
     "HttpConfig",
+    "MaxResults",
     "ProviderName",
+    "Region",
     "SafeSearch",
     "SearchConfig",
     "TimeFilter",

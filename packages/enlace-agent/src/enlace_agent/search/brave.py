@@ -18,7 +18,7 @@ import re
 
 from enlace_config.schema.agent import BraveConfig, HttpConfig
 
-from enlace_agent.tools.search.errors import (
+from enlace_agent.search.errors import (
     AuthenticationFailed,
     LayoutChanged,
     ProviderError,
@@ -26,7 +26,7 @@ from enlace_agent.tools.search.errors import (
     RateLimited,
     Unavailable,
 )
-from enlace_agent.tools.search.models import (
+from enlace_agent.search.models import (
     SearchRequest,
     SearchResult,
     Secret,
@@ -35,7 +35,7 @@ from enlace_agent.tools.search.models import (
     finalize,
     redact,
 )
-from enlace_agent.tools.search.transport import HttpResponse, fetch
+from enlace_agent.search.transport import HttpResponse, fetch
 
 NAME = "brave"
 API_KEY_ENV = "BRAVE_SEARCH_API_KEY"

@@ -8,9 +8,10 @@ from typing import Any
 
 from enlace_config.schema.agent import SearchConfig
 
-from enlace_agent.tools.search.chain import SearchChain
-from enlace_agent.tools.search.models import SearchResponse
-from enlace_agent.tools.search.settings import load_config, load_env, parse_providers
+from enlace_agent.search.chain import SearchChain
+from enlace_agent.search.models import SearchResponse
+from enlace_agent.search.settings import load_config, load_env, parse_providers
+from enlace_agent.settings import with_overrides
 
 
 def search(
@@ -27,8 +28,8 @@ def search(
 
     `config`: a `SearchConfig`, a YAML path, or None for the user's file / the package defaults.
     `env`: the environment to read the Brave key from (default: `os.environ` plus the env file).
-    Raises `QueryError`, `SearchConfigError` (`MissingCredential` included) or
-    `AllProvidersFailed`; see `enlace_agent.tools.search.errors`.
+    Raises `QueryError`, `SearchConfigError` (`InvalidOptions`, `MissingCredential` included) or
+    `AllProvidersFailed`; see `enlace_agent.search.errors`.
     """
     overrides: dict[str, Any] = {"region": region}
     if providers is not None:
@@ -36,11 +37,7 @@ def search(
     if max_results is not None:
         overrides["max_results"] = max_results
     if isinstance(config, SearchConfig):
-        base = config
-        if any(v is not None for v in overrides.values()):
-            merged = base.model_dump()
-            merged.update({k: v for k, v in overrides.items() if v is not None})
-            base = SearchConfig.model_validate(merged)
+        base = with_overrides(config, overrides)
     else:
         base = load_config(
             Path(config) if config is not None else None, overrides=overrides, environ=env

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from enlace_agent.tools.search.models import as_object
+from enlace_agent.search.models import as_object
 
 log = logging.getLogger("enlace_agent.search")
 
@@ -48,7 +48,7 @@ class CooldownStore:
         if self.path is None:
             return dict(self._memory)
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()  # decoded by json.loads: bad bytes are corruption too
         except FileNotFoundError:
             return {}
         except OSError as exc:
@@ -80,12 +80,6 @@ class CooldownStore:
         entries = {k: v for k, v in self.load().items() if v.until > now}
         entries[provider] = Cooldown(until=until, cause=cause)
         self._save(entries)
-
-    def clear(self, provider: str, now: float) -> None:
-        entries = self.load()
-        if provider in entries:
-            del entries[provider]
-            self._save({k: v for k, v in entries.items() if v.until > now})
 
     def _save(self, entries: dict[str, Cooldown]) -> None:
         if self.path is None:

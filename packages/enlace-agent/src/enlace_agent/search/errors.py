@@ -16,6 +16,7 @@
     │   └── CoolingDown            skipped: still in the cool-down of an earlier rate limit
     └── AllProvidersFailed         every provider failed; `.errors` lists each cause
 
+An override the schema refuses (`max_results=50`) raises `enlace_agent.settings.InvalidOptions`.
 Messages are English (they go to logs and to developers) and never contain a secret: the providers
 redact their key from every text they put in an exception. The Spanish words the family reads are
 `ProviderError.reason_es`.
@@ -25,16 +26,27 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from enlace_agent.settings import SettingsError
+
 
 class SearchError(Exception):
     """Base class of every error of the search tool."""
 
 
 class QueryError(SearchError, ValueError):
-    """The query cannot be sent as it is (empty, or longer than a provider accepts)."""
+    """The query cannot be sent as it is: empty (`limit` None), or `length` characters where the
+    `provider` named accepts at most `limit`."""
+
+    def __init__(
+        self, message: str, *, length: int = 0, limit: int | None = None, provider: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.length = length
+        self.limit = limit
+        self.provider = provider
 
 
-class SearchConfigError(SearchError, ValueError):
+class SearchConfigError(SearchError, SettingsError):
     """The search configuration (file, overrides, env file) cannot be used."""
 
 

@@ -28,8 +28,8 @@ if "httpx" not in sys.modules:
 import httpx
 from enlace_config.schema.agent import HttpConfig
 
-from enlace_agent.tools.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
-from enlace_agent.tools.search.models import redact
+from enlace_agent.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
+from enlace_agent.search.models import redact
 
 log = logging.getLogger("enlace_agent.search")
 
@@ -54,7 +54,7 @@ class HttpResponse:
             return self.body.decode("utf-8", errors="replace")
 
 
-class _Watchdog:
+class Watchdog:
     """Shuts the current connection's socket down when the deadline passes."""
 
     def __init__(self, deadline: float) -> None:
@@ -87,7 +87,7 @@ class _Watchdog:
             self.fired = True
             self._shutdown()
 
-    def __enter__(self) -> _Watchdog:
+    def __enter__(self) -> Watchdog:
         self._timer.start()
         return self
 
@@ -128,7 +128,7 @@ def fetch(
     def fail(exc_type: type[Unavailable], detail: str) -> Unavailable:
         return exc_type(provider, redact(detail, secrets))
 
-    with _Watchdog(deadline) as watchdog, httpx.Client(timeout=timeout) as client:
+    with Watchdog(deadline) as watchdog, httpx.Client(timeout=timeout) as client:
         request = client.build_request(
             method,
             url,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from enlace_agent.tools.search.errors import ProviderError
+from enlace_agent.search.errors import ProviderError
 
 
 @dataclass(frozen=True)

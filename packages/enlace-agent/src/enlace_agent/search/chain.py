@@ -21,7 +21,7 @@ from typing import Protocol
 
 from enlace_config.schema.agent import SearchConfig
 
-from enlace_agent.tools.search.errors import (
+from enlace_agent.search.errors import (
     AllProvidersFailed,
     CoolingDown,
     MissingCredential,
@@ -30,14 +30,15 @@ from enlace_agent.tools.search.errors import (
     SearchConfigError,
     Throttled,
 )
-from enlace_agent.tools.search.models import (
+from enlace_agent.search.models import (
     SearchRequest,
     SearchResponse,
     SearchResult,
     Secret,
     SkippedProvider,
 )
-from enlace_agent.tools.search.state import CooldownStore, default_state_path
+from enlace_agent.search.state import CooldownStore, default_state_path
+from enlace_agent.settings import InvalidOptions, with_overrides
 
 log = logging.getLogger("enlace_agent.search")
 
@@ -62,8 +63,8 @@ def user_agent() -> str:
 
 def build_providers(config: SearchConfig, env: Mapping[str, str]) -> list[Provider]:
     """One provider per configured name; raises `MissingCredential` for a key that is not set."""
-    from enlace_agent.tools.search.brave import API_KEY_ENV, BraveSearch
-    from enlace_agent.tools.search.duckduckgo import DuckDuckGoLite
+    from enlace_agent.search.brave import API_KEY_ENV, BraveSearch
+    from enlace_agent.search.duckduckgo import DuckDuckGoLite
 
     agent = config.http.user_agent or user_agent()
     providers: list[Provider] = []
@@ -121,21 +122,28 @@ class SearchChain:
             limiting = min(self.providers, key=lambda p: p.max_query_chars).name
             raise QueryError(
                 f"the query has {len(text)} characters; the longest {limiting} accepts is "
-                f"{self.max_query_chars}"
+                f"{self.max_query_chars}",
+                length=len(text),
+                limit=self.max_query_chars,
+                provider=limiting,
             )
         return text
 
     def search(self, query: str, *, max_results: int | None = None) -> SearchResponse:
+        """Ask the providers in order. `max_results` overrides the config's, validated by the
+        schema (`QueryError` when out of range)."""
         text = self.check_query(query)
+        try:
+            config = with_overrides(self.config, {"max_results": max_results})
+        except InvalidOptions as exc:
+            raise QueryError(str(exc)) from None
         request = SearchRequest(
             query=text,
-            max_results=max_results if max_results is not None else self.config.max_results,
-            region=self.config.region,
-            safe_search=self.config.safe_search,
-            time_filter=self.config.time_filter,
+            max_results=config.max_results,
+            region=config.region,
+            safe_search=config.safe_search,
+            time_filter=config.time_filter,
         )
-        if not 1 <= request.max_results <= 20:
-            raise QueryError(f"max_results must be between 1 and 20, got {request.max_results}")
         log.debug("searching for %r", text)  # the query is logged at debug level only
         started = time.monotonic()
         skipped: list[SkippedProvider] = []

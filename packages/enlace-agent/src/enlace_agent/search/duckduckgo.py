@@ -21,15 +21,15 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 from bs4 import BeautifulSoup, Tag
 from enlace_config.schema.agent import HttpConfig
 
-from enlace_agent.tools.search.errors import (
+from enlace_agent.search.errors import (
     Blocked,
     LayoutChanged,
     ProviderError,
     RateLimited,
     Unavailable,
 )
-from enlace_agent.tools.search.models import SearchRequest, SearchResult, finalize
-from enlace_agent.tools.search.transport import fetch
+from enlace_agent.search.models import SearchRequest, SearchResult, finalize
+from enlace_agent.search.transport import fetch
 
 NAME = "duckduckgo"
 MAX_QUERY_CHARS = 499  # DuckDuckGo refuses queries of 500 characters and more

@@ -11,31 +11,25 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from enlace_agent.tools.search.errors import ProviderError
-    from enlace_agent.tools.search.models import SearchResponse
+    from enlace_agent.search.errors import ProviderError
+    from enlace_agent.search.models import SearchResponse
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
 
 log = logging.getLogger("enlace_agent.search")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse exits 2 already; keep it, in Spanish
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="enlace-search",
         description="Busca en internet: primero DuckDuckGo, y Brave Search si DuckDuckGo falla.",
         epilog=(
@@ -71,47 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _RedactingFilter(logging.Filter):
-    """Removes secrets from every log record (message, arguments and traceback text)."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        super().__init__()
-        self.secrets = secrets
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from enlace_agent.tools.search.models import redact
-
-        if self.secrets:
-            record.msg = redact(record.getMessage(), self.secrets)
-            record.args = None
-            if record.exc_info:
-                record.exc_text = redact(
-                    logging.Formatter().formatException(record.exc_info), self.secrets
-                )
-                record.exc_info = None
-        return True
-
-
-def _setup_logging(debug: bool, secrets: list[str]) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_RedactingFilter(secrets))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if debug else logging.WARNING)
-    if not debug:
-        # httpx logs every request URL (with the query in it) at INFO.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
-def _fail(message: str, code: int, out: TextIO) -> int:
-    out.write(f"Error: {message}\n")
-    return code
-
-
-def _missing_key_message(provider: str, env_var: str) -> str:
+def missing_key_message(provider: str, env_var: str) -> str:
     return (
         f"la búsqueda está configurada para usar {provider} como respaldo, pero la variable de "
         f"entorno {env_var} no está definida. Soluciones: define {env_var} con tu clave de Brave "
@@ -145,66 +99,55 @@ def render_text(response: SearchResponse) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    secrets: list[str] = []
-    _setup_logging(args.debug, secrets)
-    try:
-        return _run(args, secrets)
-    except KeyboardInterrupt:
-        return 130
-    except Exception:  # a bug: one line for the family, the traceback under --debug
-        if args.debug:
-            log.exception("unexpected error")
-        else:
-            sys.stderr.write(
-                "Error inesperado en enlace-search (vuelve a ejecutar con --debug para ver la "
-                "traza).\n"
+    return run_guarded("enlace-search", build_parser().parse_args(argv), _run)
+
+
+def _explain_options(keys: tuple[str, ...], args: argparse.Namespace) -> str:
+    """The schema refused these flags' values: say so in Spanish, with the schema's own limits."""
+    from typing import get_args
+
+    from enlace_config.schema.agent import ProviderName, SearchConfig
+
+    lines: list[str] = []
+    for key in keys:
+        if key == "max_results":
+            bounds = {
+                k: getattr(m, k)
+                for m in SearchConfig.model_fields["max_results"].metadata
+                for k in ("ge", "le")
+                if hasattr(m, k)
+            }
+            lines.append(
+                f"--max-results debe estar entre {bounds['ge']} y {bounds['le']} "
+                f"(recibido: {args.max_results})."
             )
-        return EXIT_FAILED
-
-
-PROVIDER_NAMES = ("duckduckgo", "brave")
-
-
-def _check_options(args: argparse.Namespace) -> str | None:
-    """The flags' own mistakes, explained in Spanish (the config file is checked by its schema)."""
-    if args.max_results is not None and not 1 <= args.max_results <= 20:
-        return f"--max-results debe estar entre 1 y 20 (recibido: {args.max_results})."
-    if args.region is not None and not re.fullmatch(r"[a-z]{2}-[a-z]{2,3}", args.region):
-        return (
-            f"--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
-            f"us-en (recibido: {args.region!r})."
-        )
-    if args.providers is not None:
-        names = [p.strip().lower() for p in args.providers.split(",") if p.strip()]
-        unknown = [p for p in names if p not in PROVIDER_NAMES]
-        if not names or unknown or len(set(names)) != len(names):
-            return (
-                "--providers espera una lista separada por comas de duckduckgo y/o brave, sin "
-                f"repetir (recibido: {args.providers!r})."
+        elif key == "region":
+            lines.append(
+                "--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
+                f"us-en (recibido: {args.region!r})."
             )
-    return None
+        elif key == "providers":
+            names = " y/o ".join(get_args(ProviderName))
+            lines.append(
+                f"--providers espera una lista separada por comas de {names}, sin repetir "
+                f"(recibido: {args.providers!r})."
+            )
+    return "\n".join(lines)
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     err = sys.stderr
     query = " ".join(" ".join(args.query).split())
-    if not query:
-        return _fail("la consulta está vacía.", EXIT_USAGE, err)
-    problem = _check_options(args)
-    if problem:
-        return _fail(problem, EXIT_USAGE, err)
-
     started = time.monotonic()
-    from enlace_agent.tools.search.chain import SearchChain
-    from enlace_agent.tools.search.errors import (
+    from enlace_agent.search.chain import SearchChain
+    from enlace_agent.search.errors import (
         AllProvidersFailed,
         MissingCredential,
         QueryError,
-        SearchConfigError,
     )
-    from enlace_agent.tools.search.models import SkippedProvider, redact
-    from enlace_agent.tools.search.settings import load_config, load_env, parse_providers
+    from enlace_agent.search.models import SkippedProvider, redact
+    from enlace_agent.search.settings import load_config, load_env, parse_providers
+    from enlace_agent.settings import InvalidOptions, SettingsError
 
     log.debug("libraries loaded in %.3f s", time.monotonic() - started)
     try:
@@ -220,23 +163,25 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         config = load_config(args.config, overrides=overrides)
         chain = SearchChain(config, env=env)
     except MissingCredential as exc:
-        return _fail(_missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
-    except SearchConfigError as exc:
-        return _fail(
+        return fail(missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
+    except InvalidOptions as exc:
+        return fail(_explain_options(exc.keys, args), EXIT_USAGE, err)
+    except SettingsError as exc:
+        return fail(
             f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}", EXIT_USAGE, err
-        )
-    if len(query) > chain.max_query_chars:
-        return _fail(
-            f"la consulta tiene {len(query)} caracteres y el máximo es {chain.max_query_chars}; "
-            "acórtala (no se recorta automáticamente).",
-            EXIT_USAGE,
-            err,
         )
     search_started = time.monotonic()
     try:
         response = chain.search(query)
     except QueryError as exc:
-        return _fail(f"consulta no válida: {exc}", EXIT_USAGE, err)
+        if exc.limit is None:
+            return fail("la consulta está vacía.", EXIT_USAGE, err)
+        return fail(
+            f"la consulta tiene {exc.length} caracteres y el máximo es {exc.limit}; "
+            "acórtala (no se recorta automáticamente).",
+            EXIT_USAGE,
+            err,
+        )
     except AllProvidersFailed as exc:
         if args.json:
             _write_json(
@@ -250,7 +195,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
                 secrets,
             )
         causes = "\n".join(f"  - {e.provider}: {_why(e)}" for e in exc.errors)
-        return _fail(
+        return fail(
             "ningún proveedor de búsqueda respondió:\n"
             f"{causes}\nInténtalo de nuevo más tarde; con --debug verás los detalles.",
             EXIT_FAILED,
@@ -264,7 +209,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
 
 
 def _write_json(data: dict[str, Any], secrets: list[str]) -> None:
-    from enlace_agent.tools.search.models import redact
+    from enlace_agent.search.models import redact
 
     sys.stdout.write(redact(json.dumps(data, ensure_ascii=False, indent=2), secrets) + "\n")
 

@@ -1,0 +1,243 @@
+"""The tool loop: one turn of the conversation as a stream of events.
+
+    assistant = Assistant(client, tools=[SearchTool()], config=AssistantConfig())
+    for event in assistant.turn(history, "¿Qué tiempo hará mañana en Soria?"):
+        ...  # TextDelta, ToolCallStarted, ToolCallFinished, then one TurnEnd
+
+The model is asked; when it calls tools (structured `tool_calls` or `<tool_call>` blocks in its
+text) they run and their output goes back to it as `tool` messages (the only place tool output
+ever goes), and it is asked again, up to `max_tool_rounds` rounds and `time_budget_s` seconds. A
+malformed call, an unknown tool or bad arguments go back to the model as an error message. The
+last round offers no tools, so the model has to answer with what it found. `TurnEnd.messages` is
+the conversation to pass as `history` to the next turn; the system prompt is never part of it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from enlace_config.schema.agent import AssistantConfig
+
+from enlace_agent.assistant.client import BudgetExceeded, ChatClient, ToolCall
+from enlace_agent.assistant.prompt import system_prompt
+from enlace_agent.assistant.toolcalls import TextCallFilter
+from enlace_agent.toolkit import Source, Tool, ToolResult, tool_name
+
+log = logging.getLogger("enlace_agent.assistant")
+
+Message = dict[str, Any]
+
+NOTE_ROUNDS = "(He llegado al límite de búsquedas para esta pregunta; respondo con lo que tengo.)"
+NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "text", "text": self.text}
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    id: str
+    name: str
+    arguments: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "tool_call", "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    id: str
+    name: str
+    ok: bool
+    provider: str | None
+    sources: tuple[Source, ...]
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "tool_result",
+            "id": self.id,
+            "name": self.name,
+            "ok": self.ok,
+            "provider": self.provider,
+            "sources": [s.to_dict() for s in self.sources],
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """`sources`: the pages the answer names (by URL), else every page the tools showed it."""
+
+    text: str
+    sources: tuple[Source, ...]
+    messages: tuple[Message, ...]
+    tool_rounds: int
+    stopped: str | None = None  # "max_tool_rounds" | "time_budget"
+    elapsed_s: float = field(default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "end",
+            "text": self.text,
+            "sources": [s.to_dict() for s in self.sources],
+            "tool_rounds": self.tool_rounds,
+            "stopped": self.stopped,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+
+Event = TextDelta | ToolCallStarted | ToolCallFinished | TurnEnd
+
+
+@dataclass
+class _Turn:
+    """What one turn has gathered so far."""
+
+    messages: list[Message]
+    started: float
+    sources: list[Source] = field(default_factory=lambda: [])
+    rounds: int = 0
+
+
+class Assistant:
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        tools: Sequence[Tool],
+        config: AssistantConfig,
+        today: Callable[[], dt.date] = dt.date.today,
+    ) -> None:
+        self.client = client
+        self.tools = {tool_name(t): t for t in tools}
+        self.config = config
+        self.today = today
+
+    def turn(self, history: Sequence[Mapping[str, Any]], user_text: str) -> Iterator[Event]:
+        state = _Turn(
+            [*map(dict, history), {"role": "user", "content": user_text}], time.monotonic()
+        )
+        deadline = state.started + self.config.time_budget_s
+        system = {
+            "role": "system",
+            "content": system_prompt(self.config.system_prompt, self.today()),
+        }
+        specs = [t.spec for t in self.tools.values()]
+        while True:
+            offer = specs if state.rounds < self.config.max_tool_rounds else None
+            structured: tuple[ToolCall, ...] = ()
+            shown = TextCallFilter()
+            parts: list[str] = []
+            try:
+                for item in self.client.chat(
+                    [system, *state.messages], offer, stream=self.config.stream, deadline=deadline
+                ):
+                    if isinstance(item, str):
+                        visible = shown.feed(item)
+                    else:
+                        structured = item.tool_calls
+                        visible = shown.flush()
+                    if visible:
+                        parts.append(visible)
+                        yield TextDelta(visible)
+            except BudgetExceeded:
+                yield from self._end(state, parts, "time_budget")
+                return
+            calls = [*structured, *shown.calls(f"call_{state.rounds}")]
+            if not calls:
+                yield from self._end(state, parts, None)
+                return
+            if offer is None:  # no rounds left: the calls are not run
+                yield from self._end(state, parts, "max_tool_rounds")
+                return
+            state.rounds += 1
+            state.messages.append(
+                {
+                    "role": "assistant",
+                    "content": "".join(parts).strip() or None,
+                    "tool_calls": [c.to_message() for c in calls],
+                }
+            )
+            yield from self._run_calls(state, calls, deadline)
+            if time.monotonic() > deadline:
+                yield from self._end(state, [], "time_budget")
+                return
+
+    def _run_calls(self, state: _Turn, calls: list[ToolCall], deadline: float) -> Iterator[Event]:
+        """Run the calls in order; each gets its tool message (one the budget left no time for
+        says so, so the history stays well formed for the next turn)."""
+        for call in calls:
+            if time.monotonic() > deadline:
+                result = ToolResult("Error: no se ejecutó: se acabó el tiempo.", error=True)
+            else:
+                yield ToolCallStarted(call.id, call.name, call.arguments)
+                result = self._run(call)
+                state.sources.extend(result.sources)
+                yield ToolCallFinished(
+                    call.id,
+                    call.name,
+                    not result.error,
+                    result.provider,
+                    result.sources,
+                    result.content if result.error else None,
+                )
+            state.messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": result.content,
+                }
+            )
+
+    def _run(self, call: ToolCall) -> ToolResult:
+        """Run one call; every problem becomes an error result for the model, never a crash."""
+        if call.problem is not None:
+            return ToolResult(f"Error: {call.problem}", error=True)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.tools) or "ninguna"
+            return ToolResult(
+                f"Error: la herramienta «{call.name}» no existe. Herramientas disponibles: {known}.",
+                error=True,
+            )
+        try:
+            return tool.run(call.arguments)
+        except Exception:  # a bug in a tool: the model is told, the log keeps the trace
+            log.exception("tool %s failed", call.name)
+            return ToolResult(f"Error: la herramienta «{call.name}» ha fallado.", error=True)
+
+    def _end(self, state: _Turn, parts: list[str], stopped: str | None) -> Iterator[Event]:
+        note = {"max_tool_rounds": NOTE_ROUNDS, "time_budget": NOTE_BUDGET}.get(stopped or "")
+        if note:
+            lead = "\n\n" if "".join(parts).strip() else ""
+            parts.append(lead + note)
+            yield TextDelta(lead + note)
+        text = "".join(parts).strip()
+        state.messages.append({"role": "assistant", "content": text})
+        yield TurnEnd(
+            text=text,
+            sources=cited_sources(text, state.sources),
+            messages=tuple(state.messages),
+            tool_rounds=state.rounds,
+            stopped=stopped,
+            elapsed_s=time.monotonic() - state.started,
+        )
+
+
+def cited_sources(text: str, consulted: Sequence[Source]) -> tuple[Source, ...]:
+    """The consulted pages whose URL the answer names; all of them when it names none."""
+    unique = list({s.url: s for s in consulted}.values())
+    cited = [s for s in unique if s.url in text or s.url.rstrip("/") in text]
+    return tuple(cited or unique)

@@ -1,0 +1,60 @@
+"""Building an assistant from its settings: `assistant.yaml` (or defaults) plus overrides, the
+model's key from the environment, and the search tool with the user's search settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from enlace_config.schema.agent import AssistantConfig
+
+from enlace_agent.assistant.client import ChatClient
+from enlace_agent.assistant.loop import Assistant
+from enlace_agent.search.chain import SearchChain
+from enlace_agent.search.models import Secret
+from enlace_agent.search.settings import load_config as load_search_config
+from enlace_agent.search.tool import SearchTool
+from enlace_agent.settings import load_settings
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AssistantConfig:
+    """Defaults, then the user's `assistant.yaml` (or `path`), then `overrides`."""
+    return load_settings(
+        AssistantConfig, "assistant.yaml", path, overrides=overrides, environ=environ
+    )
+
+
+def build_client(config: AssistantConfig, env: Mapping[str, str]) -> ChatClient:
+    key = env.get(config.api_key_env, "").strip()
+    return ChatClient(
+        config.base_url,
+        config.model,
+        api_key=Secret(key) if key else None,
+        connect_timeout_s=config.connect_timeout_s,
+        read_timeout_s=config.read_timeout_s,
+        sampling={
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "max_tokens": config.max_tokens,
+        },
+    )
+
+
+def build_assistant(
+    config: AssistantConfig, env: Mapping[str, str], *, chain: SearchChain | None = None
+) -> Assistant:
+    """The assistant with its search tool (none when `max_tool_rounds` is 0). The search chain is
+    built here, so a missing search key fails now (`MissingCredential`), not mid-conversation."""
+    tools: list[SearchTool] = []
+    if config.max_tool_rounds > 0:
+        if chain is None:
+            search_file = Path(config.search_config) if config.search_config else None
+            chain = SearchChain(load_search_config(search_file, environ=env), env=env)
+        tools.append(SearchTool(chain))
+    return Assistant(build_client(config, env), tools=tools, config=config)

@@ -1,0 +1,102 @@
+"""Tool calls written inside the text, in the chat format's own blocks (Hermes, as Qwen and the
+Enlace chat model write them), for servers that do not parse them into `tool_calls`:
+
+    <tool_call>
+    {"name": "buscar_en_internet", "arguments": {"consulta": "tiempo en Soria"}}
+    </tool_call>
+
+`TextCallFilter` takes the streamed text and lets through only what the family should read; the
+blocks it holds back become `ToolCall`s (with a Spanish `problem` when one cannot be read).
+"""
+
+from __future__ import annotations
+
+import json
+
+from enlace_agent.assistant.client import ToolCall
+from enlace_agent.search.models import as_object
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+
+class TextCallFilter:
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._inside = False
+        self.blocks: list[str] = []
+        self.unclosed: str | None = None
+
+    def feed(self, text: str) -> str:
+        """The visible part of `text`: tool-call blocks removed, and a trailing piece that may be
+        the start of one held back until the next piece tells."""
+        self._buffer += text
+        shown: list[str] = []
+        while True:
+            if not self._inside:
+                start = self._buffer.find(OPEN)
+                if start < 0:
+                    keep = _partial_tag(self._buffer)
+                    shown.append(self._buffer[: len(self._buffer) - keep])
+                    self._buffer = self._buffer[len(self._buffer) - keep :]
+                    return "".join(shown)
+                shown.append(self._buffer[:start])
+                self._buffer = self._buffer[start + len(OPEN) :]
+                self._inside = True
+            else:
+                end = self._buffer.find(CLOSE)
+                if end < 0:
+                    return "".join(shown)
+                self.blocks.append(self._buffer[:end])
+                self._buffer = self._buffer[end + len(CLOSE) :]
+                self._inside = False
+
+    def flush(self) -> str:
+        """The end of the text: what was held back, unless it is an unclosed block."""
+        rest, self._buffer = self._buffer, ""
+        if self._inside:
+            self.unclosed = rest
+            return ""
+        return rest
+
+    def calls(self, prefix: str) -> list[ToolCall]:
+        """The blocks as calls, ids `{prefix}_{n}`; an unclosed one is a broken call."""
+        calls = [parse_block(block, f"{prefix}_{i}") for i, block in enumerate(self.blocks)]
+        if self.unclosed is not None:
+            calls.append(
+                ToolCall(
+                    f"{prefix}_{len(calls)}",
+                    "",
+                    "{}",
+                    problem=f"el bloque {OPEN} no se cerró con {CLOSE}.",
+                )
+            )
+        return calls
+
+
+def _partial_tag(text: str) -> int:
+    """Length of the longest end of `text` that is a beginning of OPEN."""
+    for size in range(min(len(OPEN) - 1, len(text)), 0, -1):
+        if OPEN.startswith(text[-size:]):
+            return size
+    return 0
+
+
+def parse_block(block: str, call_id: str) -> ToolCall:
+    try:
+        data = as_object(json.loads(block))
+    except ValueError:
+        data = None
+    if data is None:
+        return ToolCall(
+            call_id,
+            "",
+            "{}",
+            problem=f'la llamada no es JSON válido; escribe {OPEN}{{"name": ..., "arguments": '
+            f"{{...}}}}{CLOSE}.",
+        )
+    name = data.get("name")
+    arguments = data.get("arguments", {})
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    if not isinstance(name, str) or not name:
+        return ToolCall(call_id, "", text, problem="la llamada no indica la herramienta (name).")
+    return ToolCall(call_id, name, text)

@@ -1,0 +1,242 @@
+"""`enlace-assistant`: chat with the family assistant from the terminal, in Spanish.
+
+    enlace-assistant                          # a conversation (history kept until you leave)
+    enlace-assistant --once "¿Qué tiempo hará mañana en Soria?"
+    enlace-assistant --once "..." --json      # the answer, the tool calls and their providers
+
+Exit codes: 0 answered, 1 the model server failed (down, slow, unknown model, broken answer),
+2 bad usage or configuration. Only the standard library is imported before the arguments are
+parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+
+if TYPE_CHECKING:
+    from enlace_config.schema.agent import AssistantConfig
+
+    from enlace_agent.assistant import Assistant, Event, ModelError, TurnEnd
+
+
+FLAGS = {
+    "base_url": "--base-url",
+    "model": "--model",
+    "max_tool_rounds": "--max-tool-rounds",
+    "time_budget_s": "--time-budget",
+    "stream": "--no-stream",
+}
+QUIT = {"salir", "adiós", "adios", "exit", "quit"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="enlace-assistant",
+        description="Habla con el asistente familiar Enlace; busca en internet cuando hace falta "
+        "y dice de dónde saca cada dato.",
+        epilog="Códigos de salida: 0 respuesta, 1 falló el servidor del modelo, 2 uso o "
+        "configuración incorrectos. La configuración se lee de --config o de "
+        "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
+        "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).",
+    )
+    parser.add_argument("--once", metavar="PREGUNTA", help="hace una sola pregunta y termina")
+    parser.add_argument(
+        "--json", action="store_true", help="salida JSON: respuesta, llamadas y proveedores"
+    )
+    parser.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
+    parser.add_argument("--env-file", type=Path, metavar="RUTA", help="fichero .env con las claves")
+    parser.add_argument("--base-url", metavar="URL", help="servidor compatible con OpenAI (…/v1)")
+    parser.add_argument("--model", metavar="NOMBRE", help="modelo que pedir al servidor")
+    parser.add_argument(
+        "--max-tool-rounds", type=int, metavar="N", help="rondas de búsquedas por pregunta"
+    )
+    parser.add_argument(
+        "--time-budget", type=float, metavar="SEGUNDOS", help="tiempo máximo por pregunta"
+    )
+    parser.add_argument(
+        "--no-stream", action="store_true", help="no mostrar la respuesta mientras se escribe"
+    )
+    parser.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
+
+
+def _setup(args: argparse.Namespace, secrets: list[str]) -> Assistant | str:
+    """The assistant, or the Spanish explanation of why it cannot start."""
+    from enlace_agent.assistant import build_assistant, load_config
+    from enlace_agent.cli.search import KEY_ENV, missing_key_message
+    from enlace_agent.search.errors import MissingCredential
+    from enlace_agent.search.models import redact
+    from enlace_agent.settings import InvalidOptions, SettingsError, load_env
+
+    overrides: dict[str, Any] = {
+        "base_url": args.base_url,
+        "model": args.model,
+        "max_tool_rounds": args.max_tool_rounds,
+        "time_budget_s": args.time_budget,
+        "stream": False if args.no_stream else None,
+    }
+    try:
+        env = load_env(args.env_file)
+        config: AssistantConfig = load_config(args.config, overrides=overrides)
+        secrets.extend(k for k in (env.get(config.api_key_env, ""), env.get(KEY_ENV, "")) if k)
+        return build_assistant(config, env)
+    except InvalidOptions as exc:
+        flags = ", ".join(FLAGS.get(k, k) for k in exc.keys)
+        return f"opción no válida: {flags}.\n{exc}"
+    except MissingCredential as exc:
+        return missing_key_message(exc.provider, exc.env_var)
+    except SettingsError as exc:
+        return f"configuración no válida.\n{redact(str(exc), secrets)}"
+
+
+def _run(args: argparse.Namespace, secrets: list[str]) -> int:
+    if args.once is not None and not args.once.strip():
+        return fail("la pregunta está vacía.", EXIT_USAGE, sys.stderr)
+    assistant = _setup(args, secrets)
+    if isinstance(assistant, str):
+        return fail(assistant, EXIT_USAGE, sys.stderr)
+    if args.once is not None:
+        return _ask(assistant, [], args.once, args.json, secrets)[0]
+    sys.stderr.write(
+        "Enlace, el asistente familiar. Escribe tu pregunta («salir» para terminar).\n"
+    )
+    history: list[dict[str, Any]] = []
+    while True:
+        sys.stderr.write("\nTú: ")  # prompts on stderr: stdout holds only the answers
+        sys.stderr.flush()
+        try:
+            question = input().strip()
+        except EOFError:
+            return EXIT_OK
+        if question.lower() in QUIT:
+            return EXIT_OK
+        if question:
+            history = _ask(assistant, history, question, args.json, secrets)[1]
+
+
+def _ask(
+    assistant: Assistant,
+    history: list[dict[str, Any]],
+    question: str,
+    as_json: bool,
+    secrets: list[str],
+) -> tuple[int, list[dict[str, Any]]]:
+    """One turn, printed; returns the exit code and the history for the next turn."""
+    from enlace_agent.assistant import ModelError, TurnEnd
+
+    printer = _JsonPrinter(question, secrets) if as_json else _TextPrinter(secrets)
+    try:
+        for event in assistant.turn(history, question):
+            printer.show(event)
+            if isinstance(event, TurnEnd):
+                return EXIT_OK, list(event.messages)
+    except ModelError as exc:
+        fail(_explain_model_error(exc, assistant, secrets), EXIT_FAILED, sys.stderr)
+    return EXIT_FAILED, history
+
+
+class _TextPrinter:
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = secrets
+        self.started = False
+
+    def write(self, text: str) -> None:
+        from enlace_agent.search.models import redact
+
+        sys.stdout.write(redact(text, self.secrets))
+        sys.stdout.flush()
+
+    def show(self, event: Event) -> None:
+        from enlace_agent.assistant import TextDelta, ToolCallStarted, TurnEnd
+
+        if isinstance(event, ToolCallStarted):
+            sys.stderr.write(f"(usando {event.name} {event.arguments})\n")
+        elif isinstance(event, TextDelta):
+            if not self.started:
+                self.write("Enlace: ")
+                self.started = True
+            self.write(event.text)
+        elif isinstance(event, TurnEnd):
+            self.write("\n" + "".join(_sources_lines(event)))
+
+
+def _sources_lines(end: TurnEnd) -> Iterable[str]:
+    if end.sources:
+        yield "\nFuentes:\n"
+        for i, s in enumerate(end.sources, 1):
+            yield f"  {i}. {s.title} — {s.url} (vía {s.provider})\n"
+
+
+class _JsonPrinter:
+    def __init__(self, question: str, secrets: list[str]) -> None:
+        self.question = question
+        self.secrets = secrets
+        self.calls: dict[str, dict[str, Any]] = {}
+
+    def show(self, event: Event) -> None:
+        from enlace_agent.assistant import ToolCallFinished, ToolCallStarted, TurnEnd
+        from enlace_agent.search.models import redact
+
+        if isinstance(event, ToolCallStarted):
+            self.calls[event.id] = {k: v for k, v in event.to_dict().items() if k != "type"}
+        elif isinstance(event, ToolCallFinished):
+            result = event.to_dict()
+            self.calls[event.id].update(
+                {k: result[k] for k in ("ok", "provider", "sources", "error")}
+            )
+        elif isinstance(event, TurnEnd):
+            data = {
+                "question": self.question,
+                "answer": event.text,
+                "tool_calls": list(self.calls.values()),
+                **{k: v for k, v in event.to_dict().items() if k not in ("type", "text")},
+            }
+            text = json.dumps(data, ensure_ascii=False, indent=2)
+            sys.stdout.write(redact(text, self.secrets) + "\n")
+
+
+def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[str]) -> str:
+    from enlace_agent.assistant import ModelNotFound, ModelRefused, ModelTimeout, ModelUnavailable
+    from enlace_agent.search.models import redact
+
+    config = assistant.config
+    if isinstance(exc, ModelUnavailable):
+        why = (
+            f"no hay ningún servidor de modelos respondiendo en {config.base_url}. Arráncalo "
+            "(por ejemplo llama-server -m modelo.gguf --port 8080) o corrige base_url en "
+            "assistant.yaml (o --base-url)."
+        )
+    elif isinstance(exc, ModelNotFound):
+        served = ", ".join(exc.served) or "el servidor no lo dice"
+        why = (
+            f"el servidor no sirve el modelo «{config.model}» (sirve: {served}). Corrige model "
+            "en assistant.yaml o usa --model NOMBRE."
+        )
+    elif isinstance(exc, ModelRefused):
+        why = (
+            f"el servidor de modelos rechazó la petición (clave incorrecta o ausente). Define "
+            f"{config.api_key_env} con la clave correcta."
+        )
+    elif isinstance(exc, ModelTimeout):
+        why = (
+            f"el servidor de modelos en {config.base_url} no respondió a tiempo. Inténtalo de "
+            "nuevo, o sube read_timeout_s en assistant.yaml si el modelo es lento."
+        )
+    else:
+        why = "el servidor de modelos respondió algo que no se entiende."
+    return redact(f"{why}\nDetalle: {exc}", secrets)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

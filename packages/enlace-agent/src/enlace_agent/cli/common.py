@@ -1,0 +1,80 @@
+"""What the command-line tools share: Spanish usage errors (exit 2), logging that never prints a
+secret, the one-paragraph error line. Standard library only (imported before arguments are parsed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 already; keep it
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+class RedactingFilter(logging.Filter):
+    """Removes secrets from every log record (message, arguments and traceback text)."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from enlace_agent.search.models import redact
+
+        if self.secrets:
+            record.msg = redact(record.getMessage(), self.secrets)
+            record.args = None
+            if record.exc_info:
+                record.exc_text = redact(
+                    logging.Formatter().formatException(record.exc_info), self.secrets
+                )
+                record.exc_info = None
+        return True
+
+
+def setup_logging(debug: bool, secrets: list[str]) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter(secrets))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    if not debug:
+        # httpx logs every request URL (with the query in it) at INFO.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def fail(message: str, code: int, out: TextIO) -> int:
+    out.write(f"Error: {message}\n")
+    return code
+
+
+def run_guarded(
+    prog: str, args: argparse.Namespace, run: Callable[[argparse.Namespace, list[str]], int]
+) -> int:
+    """`run(args, secrets)` with logging that redacts `secrets` (which `run` fills in as it reads
+    keys); a bug is one line for the family, its traceback only under --debug."""
+    secrets: list[str] = []
+    setup_logging(args.debug, secrets)
+    try:
+        return run(args, secrets)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        if args.debug:
+            logging.getLogger("enlace_agent").exception("unexpected error in %s", prog)
+        else:
+            sys.stderr.write(
+                f"Error inesperado en {prog} (vuelve a ejecutar con --debug para ver la traza).\n"
+            )
+        return EXIT_FAILED

@@ -1,0 +1,58 @@
+"""Web search for the family assistant: DuckDuckGo Lite first, Brave Search as fallback.
+
+    from enlace_agent.search import search
+    response = search("receta de tortilla")
+    response.provider, [r.url for r in response.results]
+
+`enlace-search` (`enlace_agent.cli.search`) lives outside this package, so that its `--help` starts
+without importing httpx, BeautifulSoup or pydantic.
+"""
+
+from enlace_agent.search.api import search
+from enlace_agent.search.chain import Provider, SearchChain
+from enlace_agent.search.errors import (
+    AllProvidersFailed,
+    AuthenticationFailed,
+    Blocked,
+    CoolingDown,
+    LayoutChanged,
+    MissingCredential,
+    ProviderError,
+    ProviderTimeout,
+    QueryError,
+    QuotaExhausted,
+    RateLimited,
+    ResponseTooLarge,
+    SearchConfigError,
+    SearchError,
+    Unavailable,
+)
+from enlace_agent.search.models import SearchRequest, SearchResponse, SearchResult
+from enlace_agent.search.tool import SEARCH_TOOL, format_for_model, run_search_tool
+
+__all__ = [
+    "SEARCH_TOOL",
+    "AllProvidersFailed",
+    "AuthenticationFailed",
+    "Blocked",
+    "CoolingDown",
+    "LayoutChanged",
+    "MissingCredential",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "QueryError",
+    "QuotaExhausted",
+    "RateLimited",
+    "ResponseTooLarge",
+    "SearchChain",
+    "SearchConfigError",
+    "SearchError",
+    "SearchRequest",
+    "SearchResponse",
+    "SearchResult",
+    "Unavailable",
+    "format_for_model",
+    "run_search_tool",
+    "search",
+]

@@ -1,0 +1,112 @@
+"""What every tool of the assistant shares: its result (text for the model, sources for the
+family) and the checking of the arguments a model sends, against the tool's own pydantic model.
+
+A tool is an object with `spec` (an OpenAI-style function spec whose `parameters` is the JSON
+schema of its arguments model) and `run(arguments) -> ToolResult`. A tool never raises for a
+model's mistake: bad arguments and failures come back as a `ToolResult` with `error=True` and a
+Spanish text the model can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, cast
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Source:
+    """A page a tool showed the model: where a fact may come from, and who found it."""
+
+    title: str
+    url: str
+    provider: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"title": self.title, "url": self.url, "provider": self.provider}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    sources: tuple[Source, ...] = field(default=())
+    error: bool = False
+    provider: str | None = None
+
+
+class Tool(Protocol):
+    @property
+    def spec(self) -> dict[str, Any]: ...
+
+    def run(self, arguments: str | Mapping[str, Any]) -> ToolResult: ...
+
+
+def tool_name(tool: Tool) -> str:
+    return str(tool.spec["function"]["name"])
+
+
+def function_spec(name: str, description: str, arguments: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAI-style spec of a tool whose arguments are `arguments` (the one home of the
+    argument rules: the schema the model sees and the check of what it sends are the same)."""
+    schema = arguments.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        cast("dict[str, Any]", prop).pop("title", None)
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": schema},
+    }
+
+
+class BadArguments(ValueError):
+    """The arguments a model sent do not fit the tool; the message is Spanish, for the model."""
+
+
+_TYPES_ES = {"integer": "un entero", "number": "un número", "string": "un texto"}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_arguments(model: type[M], arguments: str | Mapping[str, Any]) -> M:
+    """`arguments` (the JSON text a model emits, or a mapping) checked by `model`, else
+    `BadArguments` with one Spanish sentence per problem."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            raise BadArguments("los argumentos no son JSON válido.") from None
+    if not isinstance(arguments, Mapping):
+        raise BadArguments("los argumentos deben ser un objeto JSON.")
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        raise BadArguments(" ".join(_explain(model, exc))) from None
+
+
+def _explain(model: type[BaseModel], exc: ValidationError) -> list[str]:
+    props: dict[str, Any] = model.model_json_schema().get("properties", {})
+    unknown = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "extra_forbidden"]
+    lines = [f"argumentos desconocidos: {', '.join(unknown)}."] if unknown else []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        prop: dict[str, Any] = props.get(name, {})
+        if err["type"] == "extra_forbidden":
+            continue
+        if err["type"] in ("missing", "string_too_short"):
+            lines.append(f"falta «{name}».")
+        elif err["type"] == "string_too_long":
+            lines.append(
+                f"«{name}» es demasiado larga (máximo {prop.get('maxLength')} caracteres)."
+            )
+        else:
+            kind = _TYPES_ES.get(str(prop.get("type")), "otro tipo de valor")
+            bounds = (
+                f" entre {prop['minimum']} y {prop['maximum']}"
+                if "minimum" in prop and "maximum" in prop
+                else ""
+            )
+            lines.append(f"«{name}» debe ser {kind}{bounds}.")
+    return lines
