@@ -11,7 +11,8 @@ from enlace_model.checkpoint import list_checkpoints, load_state_dict
 from enlace_train import trainer
 from enlace_train.errors import OutOfMemory
 from enlace_train.metrics import read_metrics, truncate_metrics
-from enlace_train.trainer import build_optimizer, micro_batch_suggestion, train
+from enlace_train.optim import build_optimizer
+from enlace_train.trainer import micro_batch_suggestion, train
 
 
 def weights(run_dir):

@@ -42,6 +42,7 @@ from enlace_train.checkpointing import (
     save_checkpoint,
 )
 from enlace_train.errors import OutOfMemory, SetupError
+from enlace_train.optim import build_optimizer
 from enlace_train.metrics import (
     METRICS_FILE,
     MetricsWriter,
@@ -108,33 +109,6 @@ class StopSignals:
 
 
 # ----------------------------------------------------------------------------- building blocks
-def build_optimizer(model: torch.nn.Module, cfg: RunConfig, backend: Backend) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: not norms or gains, embeddings only by config."""
-    embedding_params = {
-        id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()
-    }
-    decay, no_decay = [], []
-    for _, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        is_embedding = id(p) in embedding_params
-        if p.ndim >= 2 and (not is_embedding or cfg.train.decay_embeddings):
-            decay.append(p)
-        else:
-            no_decay.append(p)
-    groups = [
-        {"params": decay, "weight_decay": cfg.train.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        groups,
-        lr=cfg.train.lr,
-        betas=(cfg.train.beta1, cfg.train.beta2),
-        eps=cfg.train.eps,
-        fused=True if backend.fused_adamw else None,
-    )
-
-
 def micro_batch_suggestion(micro_batch: int, per_step: int) -> int | None:
     """The next micro-batch size down that still divides the per-device batch of a step."""
     smaller = [d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0]
@@ -449,7 +423,7 @@ def _train(
         while prog.step < tc.max_steps:
             lr = lr_at(prog.step, tc)  # schedule
             for group in optimizer.param_groups:
-                group["lr"] = lr
+                group["lr"] = lr * group["lr_scale"]  # Muon's matrices have their own peak
             # micro-steps: the loss is divided by `accum` so k micro-batches of b make one batch of k*b
             ce_sum = torch.zeros((), device=backend.device)
             z_sum = torch.zeros((), device=backend.device)

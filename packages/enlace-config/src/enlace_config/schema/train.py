@@ -42,6 +42,19 @@ class TrainConfig(StrictModel):
     decay_shape: Literal["linear", "cosine", "1-sqrt"] = Field(
         "linear", description="Shape of the decay phase."
     )
+    optimizer: Literal["adamw", "muon"] = Field(
+        "adamw",
+        description="adamw: AdamW for every parameter. muon: Muon (orthogonalised momentum) for the "
+        "hidden weight matrices, AdamW for embeddings, head, norms and gains.",
+    )
+    muon_lr: PositiveFloat = Field(
+        0.02,
+        description="optimizer=muon: peak learning rate of the hidden matrices (lr is AdamW's).",
+    )
+    muon_momentum: float = Field(0.95, gt=0, lt=1, description="optimizer=muon: Nesterov momentum.")
+    muon_ns_steps: PositiveInt = Field(
+        5, le=20, description="optimizer=muon: Newton-Schulz iterations per update."
+    )
     weight_decay: NonNegativeFloat = Field(0.1, description="AdamW weight decay (matrices only).")
     decay_embeddings: bool = Field(False, description="Apply weight decay to the embedding too.")
     beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1.")
@@ -99,6 +112,15 @@ class TrainConfig(StrictModel):
                     "init_optimizer is true but init_from is not set: there is no checkpoint to "
                     "take the optimizer state from",
                     ("init_from",),
+                )
+            )
+        if self.optimizer == "muon" and self.parallelism == "fsdp":
+            problems.append(
+                FieldProblem(
+                    "optimizer",
+                    "optimizer muon needs whole matrices to orthogonalise, and fsdp shards them: "
+                    "use optimizer adamw with fsdp, or parallelism ddp",
+                    ("parallelism",),
                 )
             )
         raise_problems(problems)
