@@ -42,7 +42,6 @@ from enlace_train.checkpointing import (
     save_checkpoint,
 )
 from enlace_train.errors import OutOfMemory, SetupError
-from enlace_train.optim import build_optimizer
 from enlace_train.metrics import (
     METRICS_FILE,
     MetricsWriter,
@@ -53,6 +52,7 @@ from enlace_train.metrics import (
     setup_logging,
     truncate_metrics,
 )
+from enlace_train.optim import build_optimizer
 from enlace_train.schedule import lr_at
 from enlace_train.state import provenance, rng_state, seed_everything, set_rng_state
 
