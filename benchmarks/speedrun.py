@@ -109,7 +109,7 @@ def _train_sampling_load(cmd: list[str], log_path: Path) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
     run_p = sub.add_parser("run", help="train CONFIG --repeats times and print the row")
     run_p.add_argument("config")
