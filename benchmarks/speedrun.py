@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = " ".join(["uv run enlace-train", args.config, *args.overrides])
     figs, loads = [], []
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for i in range(args.repeats):
-        out = REPO / "runs" / "speedrun" / f"{Path(args.config).stem}-{i}"
+        out = REPO / "runs" / "speedrun" / f"{Path(args.config).stem}-{stamp}-{i}"
         shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "enlace_train", args.config, *args.overrides]
