@@ -55,6 +55,7 @@ MAX_VOCAB_SIZE = 65536
 TOKENIZER_ID_BYTES = 128
 SHARD_SUFFIX = ".shard"
 SPLITS = ("train", "val")
+MANIFEST_FILE = "manifest.json"  # written last by the corpus pipeline beside the shards
 
 # magic, version, header size, dtype, token count, text bytes, vocab size, reserved, tokenizer id
 _FIELDS = struct.Struct("<8sII8sQQII128s")

@@ -41,10 +41,9 @@ from enlace_data.corpus.parallel import OrderedPool, init_prepare_worker, prepar
 from enlace_data.corpus.report import build_report, write_report
 from enlace_data.corpus.sources import SourceReader, resolve_source_files
 from enlace_data.errors import DataError
-from enlace_data.shards import SPLITS, list_shards
+from enlace_data.shards import MANIFEST_FILE, SPLITS, list_shards
 from enlace_data.tokenizer import MODEL_FILE, Tokenizer, train_tokenizer
 
-MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "enlace-corpus"
 MANIFEST_VERSION = 1
 PIPELINE_VERSION = 1  # bump when a stage's output changes for the same config
