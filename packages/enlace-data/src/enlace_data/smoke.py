@@ -7,7 +7,8 @@ from the copies in the shared test data (`$ENLACE_SHARED_DATA/es-pd`), so the ch
 Gutenberg changing its boilerplate; if a text itself changed upstream, the check fails and says so.
 
 `--from DIR` does the same from local .txt files (every *.txt in DIR, name order; files matching a
-pin are reported verified, others are used as they are). `--url-base` points the download at a
+pin are reported verified; a file named like a pinned book, ``<name>.txt``, that does not match its
+pin is an error, so a truncated or re-encoded copy never slips in; other files are used as they are). `--url-base` points the download at a
 mirror (tests use a local server); `--books FILE` replaces the pinned list by a JSON list of
 ``{"name", "url", "sha256"}`` (url absolute or relative to --url-base).
 
@@ -222,25 +223,56 @@ def _collect_remote(
 def _collect_local(
     source_dir: Path, books: Sequence[Book], log: Any
 ) -> list[tuple[Book, str, str, bool]]:
+    """Every *.txt of `source_dir`. A file named like a pinned book (``<name>.txt``) must hold
+    that book: a text whose sha256 differs from the pin (truncated, another encoding, another
+    edition) is an error, reported for every such file at once, before anything is written."""
     if not source_dir.is_dir():
         raise DataError("--from needs a directory of .txt files", path=source_dir)
     files = sorted(source_dir.glob("*.txt"))
     if not files:
         raise DataError("no .txt files in this directory", path=source_dir)
     by_sha = {b.sha256: b for b in books}
+    by_name = {b.name: b for b in books}
     out: list[tuple[Book, str, str, bool]] = []
+    mismatched: list[str] = []
     for f in files:
-        text = clean_book(f.read_bytes())
+        raw = f.read_bytes()
+        text = clean_book(raw)
         if not text.strip():
             raise DataError("no text left after cleaning; is it an empty or non-text file?", path=f)
         digest = _sha(text)
         pinned = by_sha.get(digest)
+        named = by_name.get(f.stem)
+        if named is not None and pinned is not named:
+            mismatched.append(_mismatch(f, raw, text, digest, named))
+            continue
         book = pinned or Book(name=f.stem, url=str(f), sha256=digest)
         log(
             f"{f.name}: {'verified (' + pinned.name + ')' if pinned else 'not in the pinned list, used as is'}"
         )
         out.append((book, str(f), text, pinned is not None))
+    if mismatched:
+        raise DataError(
+            "pinned book(s) that do not match their pin; nothing was written (an earlier corpus "
+            "is untouched): "
+            + "; ".join(mismatched)
+            + ". Copy the books again from the shared data or let `enlace-data smoke` download "
+            "them; a file that is another text must not carry a pinned book's name",
+            path=source_dir,
+        )
     return out
+
+
+def _mismatch(f: Path, raw: bytes, text: str, digest: str, book: Book) -> str:
+    try:
+        raw.decode("utf-8-sig")
+        why = ""
+    except UnicodeDecodeError:
+        why = ", and the file is not UTF-8 (it was read as Latin-1: convert it to UTF-8)"
+    return (
+        f"{f} is named like pinned book {book.name!r} but its cleaned text ({len(text)} "
+        f"characters) has sha256 {digest}, the pin is {book.sha256} (truncated or edited?{why})"
+    )
 
 
 def prepare_smoke(
