@@ -496,5 +496,5 @@ def test_tokenizer_beside_the_shards_must_be_the_one_that_made_them(tmp_path: Pa
     # The manifest records the shards' tokenizer too; one that disagrees is refused as well.
     mine.save(root)
     (root / "manifest.json").write_text(json.dumps({"tokenizer_id": other.tokenizer_id}))
-    with pytest.raises(DataError, match="manifest.json"):
+    with pytest.raises(DataError, match=r"manifest\.json"):
         build_loader(cfg, micro_batch_size=2, seed=0)

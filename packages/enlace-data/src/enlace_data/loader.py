@@ -344,7 +344,9 @@ def check_corpus_tokenizer(root: Path, tokenizer_id: str) -> None:
         try:
             recorded = json.loads(manifest.read_text(encoding="utf-8")).get("tokenizer_id")
         except (OSError, ValueError, AttributeError) as e:
-            raise DataError(f"unreadable corpus manifest ({e}); rebuild the corpus", path=manifest)
+            raise DataError(
+                f"unreadable corpus manifest ({e}); rebuild the corpus", path=manifest
+            ) from None
         if recorded != tokenizer_id:
             raise DataError(
                 f"{MANIFEST_FILE} records tokenizer {recorded!r} but the shards were made by "

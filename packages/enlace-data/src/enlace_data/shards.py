@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from enlace_data._fs import default_file_mode, fsync_dir
+from enlace_data._fs import fsync_dir, open_temp_beside
 from enlace_data.errors import DataError
 
 MAGIC = b"ENLSHARD"
@@ -320,13 +319,7 @@ class ShardWriter:
         self.tokenizer_id = tokenizer_id
         self.token_count = 0
         self.text_bytes = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        self._tmp = Path(tmp)
-        os.fchmod(fd, default_file_mode())
-        self._file = os.fdopen(fd, "wb")
+        self._file, self._tmp = open_temp_beside(self.path)
         self._file.write(b"\0" * HEADER_SIZE)  # the real header is written on close
         self._closed = False
 

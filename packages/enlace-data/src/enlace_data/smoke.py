@@ -25,9 +25,7 @@ import argparse
 import hashlib
 import http.client
 import json
-import os
 import sys
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -36,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from enlace_data._fs import default_file_mode, fsync_dir
+from enlace_data._fs import write_atomic
 from enlace_data.errors import DataError
 from enlace_data.gutenberg import clean_book
 from enlace_data.sample import split_point
@@ -177,28 +175,6 @@ def _split(text: str) -> tuple[bytes, bytes]:
     return data[:cut], data[cut:]
 
 
-def _write_atomic(files: dict[Path, bytes]) -> None:
-    """Write every file to a temporary sibling, fsync all, then rename all into place."""
-    tmps: list[tuple[Path, Path]] = []
-    try:
-        for final, data in files.items():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-            tmps.append((Path(tmp), final))
-            os.fchmod(fd, default_file_mode())
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        for tmp, final in tmps:
-            os.replace(tmp, final)
-    finally:
-        for tmp, _ in tmps:
-            tmp.unlink(missing_ok=True)
-    for directory in {final.parent for final in files}:
-        fsync_dir(directory)
-
-
 def _collect_remote(
     books: Sequence[Book], url_base: str, progress: bool, log: Any
 ) -> list[tuple[Book, str, str, bool]]:
@@ -309,7 +285,7 @@ def prepare_smoke(
         "val_bytes": len(val),
         "books": [asdict(b) for b in prepared],
     }
-    _write_atomic(
+    write_atomic(
         {
             out / "train.txt": train,
             out / "val.txt": val,

@@ -29,6 +29,7 @@ from typing import Any
 from enlace_config.schema.corpus import CorpusConfig
 from tqdm import tqdm
 
+from enlace_data._fs import write_atomic
 from enlace_data.corpus.cleaning import FILTERS
 from enlace_data.corpus.dedup import NearDuplicateIndex
 from enlace_data.corpus.encode import (
@@ -63,11 +64,7 @@ def _unit(*parts: str | bytes) -> float:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic({path: (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()})
 
 
 def _read_json(path: Path) -> Any:
