@@ -126,7 +126,10 @@ def test_dedup_and_filters_remove_the_planted_documents_only(
     assert dropped == {
         "too_short": 1,
         "repeated_lines": 0,
+        "symbols": 0,  # off by default
+        "repetition": 0,  # off by default
         "not_spanish": 1,
+        "language_id": 0,  # off by default
         "exact_duplicate": 1,
         "near_duplicate": 1,
     }
