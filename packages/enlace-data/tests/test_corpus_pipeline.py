@@ -18,7 +18,7 @@ from enlace_config.schema.data import DataConfig
 from enlace_data import DataError
 from enlace_data.cli import main
 from enlace_data.corpus import build_corpus, load_corpus_config
-from enlace_data.corpus.encode import CRASH_ENV
+from enlace_data.corpus.encode import CRASH_BEFORE_RENAME_ENV, CRASH_ENV
 from enlace_data.corpus.pipeline import CorpusBuild
 from enlace_data.loader import build_loader, eval_batches
 from enlace_data.shards import list_shards, open_shard
@@ -240,6 +240,35 @@ def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) ->
     assert not list(out.glob(".*.tmp"))
     for name, stamp in done.items():  # finished shards were not rewritten
         assert ((out / name).stat().st_ino, (out / name).stat().st_mtime_ns) == stamp
+    assert _shard_bytes(out) == _shard_bytes(root / "out")
+    assert resumed["splits"] == manifest["splits"]
+
+
+def test_a_kill_between_recording_and_renaming_a_shard_redoes_nothing(
+    built: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, manifest = built
+    n_val = len(manifest["splits"]["val"]["shards"])
+    cfg_file = tmp_path / "c.yaml"
+    out = root / "crashed-rename"
+    cfg_file.write_text(json.dumps(corpus_config(root, "crashed-rename")))
+    env = {**os.environ, CRASH_BEFORE_RENAME_ENV: str(n_val + 2)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "enlace_data.cli", "corpus", str(cfg_file), "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -9, proc.stderr
+    assert not (out / "train_000001.shard").exists()  # recorded, sealed, not renamed
+    done = {p.name: p.stat().st_mtime_ns for p in out.glob("*.shard")}
+    logs: list[str] = []
+    resumed = build_corpus(load_corpus_config(cfg_file), progress=False, log=logs.append)
+    assert any("completed 1 recorded shard" in m for m in logs)
+    assert any("resuming after 2 finished shard" in m for m in logs)
+    for name, stamp in done.items():
+        assert (out / name).stat().st_mtime_ns == stamp
     assert _shard_bytes(out) == _shard_bytes(root / "out")
     assert resumed["splits"] == manifest["splits"]
 

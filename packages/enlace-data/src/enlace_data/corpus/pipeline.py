@@ -35,6 +35,7 @@ from enlace_data.corpus.dedup import DedupIndex
 from enlace_data.corpus.encode import (
     Encoder,
     SplitProgress,
+    complete_recorded_shards,
     encode_split,
     remove_stale_temporaries,
 )
@@ -382,6 +383,12 @@ class CorpusBuild:
                     path=self.out,
                 )
             state = {"fingerprint": fp, "splits": {}}
+        completed = sum(
+            complete_recorded_shards(self.out, SplitProgress.from_json(p))
+            for p in state["splits"].values()
+        )
+        if completed:
+            self.log(f"encode: completed {completed} recorded shard(s) a kill left unrenamed")
         removed = remove_stale_temporaries(self.out)
         if removed:
             self.log(
@@ -493,7 +500,7 @@ class CorpusBuild:
             tokens = sum(s["tokens"] for s in prog.shards)
             text_bytes = sum(s["text_bytes"] for s in prog.shards)
             out_splits[split] = {
-                "shards": prog.shards,
+                "shards": [{k: v for k, v in s.items() if k != "tmp"} for s in prog.shards],
                 "tokens": tokens,
                 "text_bytes": text_bytes,
                 "documents": sum(s["documents"] for s in prog.shards),
