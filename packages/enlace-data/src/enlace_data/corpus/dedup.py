@@ -122,9 +122,15 @@ class DedupIndex:
             db.execute(f"PRAGMA {pragma}")
         db.execute("CREATE TABLE exact (key BLOB PRIMARY KEY) WITHOUT ROWID")
         db.execute("CREATE TABLE sigs (id INTEGER PRIMARY KEY, sig BLOB NOT NULL)")
-        db.execute(
-            "CREATE TABLE bands (band INTEGER, key BLOB, id INTEGER, PRIMARY KEY (band, key))"
-            " WITHOUT ROWID"
+        # key: the band's number (one byte) then its rows of the signature
+        db.execute("CREATE TABLE bands (key BLOB PRIMARY KEY, id INTEGER) WITHOUT ROWID")
+        marks = ", ".join("?" * self.bands)
+        self._candidates = (
+            "SELECT DISTINCT s.id, s.sig FROM bands AS b JOIN sigs AS s ON s.id = b.id "
+            f"WHERE b.key IN ({marks})"
+        )
+        self._insert_bands = "INSERT OR IGNORE INTO bands VALUES " + ", ".join(
+            ["(?, ?)"] * self.bands
         )
         self.kept = 0
 
@@ -143,24 +149,14 @@ class DedupIndex:
     def seen_similar_signature(self, sig: np.ndarray[Any, np.dtype[np.uint32]]) -> bool:
         """Whether a document with a similar signature came before; remembers `sig` if not."""
         r = self.rows
-        keys = [sig[i * r : (i + 1) * r].tobytes() for i in range(self.bands)]
+        keys = [bytes((i,)) + sig[i * r : (i + 1) * r].tobytes() for i in range(self.bands)]
         db = self.db
-        checked: set[int] = set()
-        for band, key in enumerate(keys):
-            row = db.execute(
-                "SELECT id FROM bands WHERE band = ? AND key = ?", (band, key)
-            ).fetchone()
-            if row is None or row[0] in checked:
-                continue
-            checked.add(row[0])
-            (stored,) = db.execute("SELECT sig FROM sigs WHERE id = ?", (row[0],)).fetchone()
+        # One indexed query for all bands (a statement per band cost 8x more per document).
+        for _, stored in db.execute(self._candidates, keys):
             if float(np.mean(np.frombuffer(stored, dtype=np.uint32) == sig)) >= self.cfg.threshold:
                 return True
         idx = db.execute("INSERT INTO sigs (sig) VALUES (?)", (sig.tobytes(),)).lastrowid
-        db.executemany(
-            "INSERT OR IGNORE INTO bands VALUES (?, ?, ?)",
-            [(band, key, idx) for band, key in enumerate(keys)],
-        )
+        db.execute(self._insert_bands, [x for k in keys for x in (k, idx)])
         self.kept += 1
         return False
 
