@@ -15,9 +15,10 @@ reports MB/s per stage, CPU seconds and peak RSS of the main process and of the 
 
 Needs ENLACE_SHARED_DATA (the es-pd books) and the `web` extra (pyarrow). The generated files and
 builds go under --workdir (default: a temporary folder, removed at the end unless --keep); the
-generated corpus is reused when it is already there and large enough. Stage rates: read and dedup
-run in the main process (serial); clean is summed over the worker processes (its per-core rate);
-tokenizer and encode are wall-clock rates over the input text.
+generated corpus is reused when it is already there and large enough. Stage rates: read, clean and
+dedup are MB per CPU-second (read and dedup run in the main process, serially; clean in the worker
+processes, summed: its per-core rate), so other load on the machine does not distort them; prepare,
+tokenizer, encode and the whole build are wall-clock rates over the input text.
 """
 
 from __future__ import annotations
@@ -194,8 +195,9 @@ def summarise(gb: float, res: dict) -> list[str]:
         f"{gb:g} GB: read {read_mb:.0f} MB, {src['read']['docs']} docs -> kept {deduped_mb:.0f} MB; "
         f"dropped {drops}; boilerplate lines {src['boilerplate_lines']}; {tokens} tokens, "
         f"shards {res['shards_gb']:.2f} GB",
-        f"  MB/s: read {rate(read_mb, p['read'])} (main), clean {rate(read_mb, p['clean'])} "
-        f"(per worker core), dedup {rate(read_mb, p['dedup'])} (main), prepare wall "
+        f"  MB per CPU-s: read {rate(read_mb, p['read'])} (main), clean "
+        f"{rate(read_mb, p['clean'])} (per worker core), dedup {rate(read_mb, p['dedup'])} (main);"
+        f"\n  MB/s wall: prepare "
         f"{rate(read_mb, s['prepare'])}, tokenizer {rate(train_mb, s['tokenizer'])}, "
         f"encode {rate(train_mb, s['encode'])}; whole build {rate(read_mb, res['wall_s'])} "
         f"({res['wall_s']:.0f} s wall, {res['cpu_s']:.0f} s CPU)",

@@ -86,12 +86,12 @@ Prepared = tuple[str, int, str | None, bytes, "np.ndarray[Any, Any] | None", int
 
 def prepare_batch(texts: list[str]) -> tuple[list[Prepared], float]:
     """For each raw document: (cleaned text, its UTF-8 size, filter reason or None, dedup key,
-    MinHash signature or None, boilerplate lines removed); and the seconds it took. Deterministic:
+    MinHash signature or None, boilerplate lines removed); and the CPU seconds it took. Deterministic:
     the main process makes the dedup decisions."""
     import hashlib
     import time
 
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     from enlace_data.corpus.cleaning import (
         clean_text,
         filter_reason,
@@ -112,4 +112,4 @@ def prepare_batch(texts: list[str]) -> tuple[list[Prepared], float]:
             if minhash is not None:
                 sig = minhash.signature(text)
         out.append((text, len(text.encode("utf-8")), reason, key, sig, removed))
-    return out, time.perf_counter() - t0
+    return out, time.thread_time() - t0

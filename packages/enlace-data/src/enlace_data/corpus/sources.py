@@ -258,7 +258,11 @@ class SourceReader:
                     path=path,
                 )
             row = 0
-            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[column]):
+            # One thread: the workers need the other cores, and CPU time stays accountable.
+            batches = pf.iter_batches(
+                batch_size=PARQUET_BATCH_ROWS, columns=[column], use_threads=False
+            )
+            for batch in batches:
                 for text in batch.column(0).to_pylist():
                     row += 1
                     if text is None:
