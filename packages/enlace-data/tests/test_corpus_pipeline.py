@@ -212,21 +212,27 @@ def test_rerun_is_a_no_op_and_another_config_is_refused(built: tuple[Path, dict[
         build_corpus(other, progress=False, log=lambda *a: None)
 
 
-def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    root, manifest = built
-    n_val = len(manifest["splits"]["val"]["shards"])
+def _build_killed_by_hook(
+    root: Path, tmp_path: Path, out: str, hook: str, shards: int
+) -> tuple[Path, Path]:
+    """Run the build in a subprocess that a test hook kills (SIGKILL) after `shards` shards."""
     cfg_file = tmp_path / "c.yaml"
-    out = root / "crashed"
-    cfg_file.write_text(json.dumps(corpus_config(root, "crashed")))
-    env = {**os.environ, CRASH_ENV: str(n_val + 2)}
+    cfg_file.write_text(json.dumps(corpus_config(root, out)))
     proc = subprocess.run(
         [sys.executable, "-m", "enlace_data.cli", "corpus", str(cfg_file), "--no-progress"],
-        env=env,
+        env={**os.environ, hook: str(shards)},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == -9, proc.stderr
+    return cfg_file, root / out
+
+
+def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    root, manifest = built
+    n_val = len(manifest["splits"]["val"]["shards"])
+    cfg_file, out = _build_killed_by_hook(root, tmp_path, "crashed", CRASH_ENV, n_val + 2)
     assert not (out / "manifest.json").exists()
     assert list(out.glob(".train_*.tmp"))  # the shard being written when killed: a dot-file only
     done = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("*.shard")}
@@ -249,18 +255,9 @@ def test_a_kill_between_recording_and_renaming_a_shard_redoes_nothing(
 ) -> None:
     root, manifest = built
     n_val = len(manifest["splits"]["val"]["shards"])
-    cfg_file = tmp_path / "c.yaml"
-    out = root / "crashed-rename"
-    cfg_file.write_text(json.dumps(corpus_config(root, "crashed-rename")))
-    env = {**os.environ, CRASH_BEFORE_RENAME_ENV: str(n_val + 2)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "enlace_data.cli", "corpus", str(cfg_file), "--no-progress"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    cfg_file, out = _build_killed_by_hook(
+        root, tmp_path, "crashed-rename", CRASH_BEFORE_RENAME_ENV, n_val + 2
     )
-    assert proc.returncode == -9, proc.stderr
     assert not (out / "train_000001.shard").exists()  # recorded, sealed, not renamed
     done = {p.name: p.stat().st_mtime_ns for p in out.glob("*.shard")}
     logs: list[str] = []
