@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from typing import Any
 
 from enlace_config.schema.corpus import CleaningConfig, LanguageIdConfig
@@ -88,16 +89,15 @@ def repeated_line_fraction(text: str) -> float:
 
 
 # Not "symbols": letters, digits, whitespace and the punctuation of ordinary Spanish prose.
-_PROSE_PUNCT = frozenset(".,;:¿?¡!'\"«»“”‘’()[]-–—…/%&$€º°ª*#@+=_")
+_PROSE_PUNCT = ".,;:¿?¡!'\"«»“”‘’()[]-–—…/%&$€º°ª*#@+="
+_SYMBOL = re.compile(f"[^\\w\\s{re.escape(_PROSE_PUNCT)}]")
+_SPACE = re.compile(r"\s")
 
 
 def symbol_ratio(text: str) -> float:
     """Fraction of the non-space characters that are not letters, digits or prose punctuation."""
-    chars = [c for c in text if not c.isspace()]
-    if not chars:
-        return 0.0
-    odd = sum(1 for c in chars if not c.isalnum() and c not in _PROSE_PUNCT)
-    return odd / len(chars)
+    chars = len(text) - len(_SPACE.findall(text))
+    return len(_SYMBOL.findall(text)) / chars if chars else 0.0
 
 
 def duplicate_ngram_fraction(text: str, n: int = 5) -> float:
@@ -105,10 +105,10 @@ def duplicate_ngram_fraction(text: str, n: int = 5) -> float:
     ws = words(text)
     if len(ws) < 2 * n:
         return 0.0
-    grams = [tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)]
-    counts: dict[tuple[str, ...], int] = {}
-    for g in grams:
-        counts[g] = counts.get(g, 0) + 1
+    grams = list(zip(*(ws[i:] for i in range(n)), strict=False))
+    counts = Counter(grams)
+    if len(counts) == len(grams):  # the usual case: no n-gram repeats
+        return 0.0
     covered = bytearray(len(ws))
     for i, g in enumerate(grams):
         if counts[g] > 1:
