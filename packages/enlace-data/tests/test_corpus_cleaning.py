@@ -274,3 +274,20 @@ def test_dedup_state_lives_in_a_file_and_is_removed_after(tmp_path: Path) -> Non
     assert path.stat().st_size > len(paragraphs) * 512  # the signatures are on disk
     index.close()
     assert not path.exists()
+
+
+def test_corpus_limit_flag_sets_every_source_limit() -> None:
+    from enlace_config.schema.corpus import CorpusConfig
+    from enlace_data.corpus.cli import with_limit
+
+    cfg = CorpusConfig(
+        name="x",
+        out_dir="o",
+        sources=[CorpusSource(name="a", path="a"), CorpusSource(name="b", path="b", max_bytes=10)],
+    )
+    limited = with_limit(cfg, "5GB")
+    assert [s.max_bytes for s in limited.sources] == [5 * 10**9, 10]
+    assert [s.max_docs for s in with_limit(cfg, "1000docs").sources] == [1000, 1000]
+    assert with_limit(cfg, "1.5MB").sources[0].max_bytes == 1_500_000
+    with pytest.raises(DataError, match="--limit '5 parsecs'"):
+        with_limit(cfg, "5 parsecs")
