@@ -263,7 +263,7 @@ def test_dedup_state_lives_in_a_file_and_is_removed_after(tmp_path: Path) -> Non
     cfg = DedupConfig()
     path = tmp_path / "dedup.sqlite"
     index, hasher = DedupIndex(cfg, path), MinHasher(cfg)
-    paragraphs = [p for p in builtin_text().decode("utf-8").split("\n\n") if len(p) > 400]
+    paragraphs = [p for p in SAMPLE.decode("utf-8").split("\n\n") if len(p) > 400]
     for k, p in enumerate(paragraphs):
         assert index.check(k.to_bytes(16, "little"), hasher.signature(p)) is None
     assert (

@@ -20,10 +20,10 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pytest
-from enlace_data.sample import builtin_text
 from enlace_data.shards import list_shards
 
-PARAGRAPHS = [p for p in builtin_text().decode("utf-8").split("\n\n") if len(p) > 300]
+SAMPLE = (Path(__file__).parent / "sample_es.txt").read_text(encoding="utf-8")
+PARAGRAPHS = [p for p in SAMPLE.split("\n\n") if len(p) > 300]
 REPO = "org/es-web"
 COMMIT = "a1" * 20
 

@@ -467,7 +467,7 @@ def test_token_id_at_or_above_the_vocabulary_names_shard_id_and_vocab(
 def test_tokenizer_beside_the_shards_must_be_the_one_that_made_them(tmp_path: Path) -> None:
     from enlace_data.tokenizer import train_tokenizer
 
-    words = builtin_text().decode("utf-8").split()
+    words = (Path(__file__).parent / "sample_es.txt").read_text(encoding="utf-8").split()
     mine = train_tokenizer([" ".join(words[:4000])], vocab_size=400)
     other = train_tokenizer([" ".join(words[4000:8000])], vocab_size=400)
     assert mine.tokenizer_id != other.tokenizer_id

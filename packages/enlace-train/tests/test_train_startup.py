@@ -139,10 +139,10 @@ def test_token_id_outside_the_vocabulary_exits_2_naming_the_shard(write_run, tmp
 
 def test_tokenizer_of_another_corpus_beside_the_shards_exits_2(write_run, tmp_path, capsys):
     import numpy as np
-    from enlace_data.sample import builtin_text
+    from enlace_data.sample import builtin_split
     from enlace_data.tokenizer import train_tokenizer
 
-    words = builtin_text().decode("utf-8").split()
+    words = builtin_split("val").decode("utf-8").split()
     other = train_tokenizer([" ".join(words[:4000])], vocab_size=400)
     root = tmp_path / "shards"
     _shards(root, np.arange(2000) % 256, tokenizer_id="sp-the-real-one")
