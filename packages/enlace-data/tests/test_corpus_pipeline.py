@@ -18,7 +18,7 @@ from enlace_config.schema.data import DataConfig
 from enlace_data import DataError
 from enlace_data.cli import main
 from enlace_data.corpus import build_corpus, load_corpus_config
-from enlace_data.corpus.encode import CRASH_ENV
+from enlace_data.corpus.encode import CRASH_BEFORE_RENAME_ENV, CRASH_ENV
 from enlace_data.corpus.pipeline import CorpusBuild
 from enlace_data.loader import build_loader, eval_batches
 from enlace_data.shards import list_shards, open_shard
@@ -126,7 +126,10 @@ def test_dedup_and_filters_remove_the_planted_documents_only(
     assert dropped == {
         "too_short": 1,
         "repeated_lines": 0,
+        "symbols": 0,  # off by default
+        "repetition": 0,  # off by default
         "not_spanish": 1,
+        "language_id": 0,  # off by default
         "exact_duplicate": 1,
         "near_duplicate": 1,
     }
@@ -209,21 +212,27 @@ def test_rerun_is_a_no_op_and_another_config_is_refused(built: tuple[Path, dict[
         build_corpus(other, progress=False, log=lambda *a: None)
 
 
-def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    root, manifest = built
-    n_val = len(manifest["splits"]["val"]["shards"])
+def _build_killed_by_hook(
+    root: Path, tmp_path: Path, out: str, hook: str, shards: int
+) -> tuple[Path, Path]:
+    """Run the build in a subprocess that a test hook kills (SIGKILL) after `shards` shards."""
     cfg_file = tmp_path / "c.yaml"
-    out = root / "crashed"
-    cfg_file.write_text(json.dumps(corpus_config(root, "crashed")))
-    env = {**os.environ, CRASH_ENV: str(n_val + 2)}
+    cfg_file.write_text(json.dumps(corpus_config(root, out)))
     proc = subprocess.run(
         [sys.executable, "-m", "enlace_data.cli", "corpus", str(cfg_file), "--no-progress"],
-        env=env,
+        env={**os.environ, hook: str(shards)},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == -9, proc.stderr
+    return cfg_file, root / out
+
+
+def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    root, manifest = built
+    n_val = len(manifest["splits"]["val"]["shards"])
+    cfg_file, out = _build_killed_by_hook(root, tmp_path, "crashed", CRASH_ENV, n_val + 2)
     assert not (out / "manifest.json").exists()
     assert list(out.glob(".train_*.tmp"))  # the shard being written when killed: a dot-file only
     done = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("*.shard")}
@@ -237,6 +246,26 @@ def test_crash_and_resume(built: tuple[Path, dict[str, Any]], tmp_path: Path) ->
     assert not list(out.glob(".*.tmp"))
     for name, stamp in done.items():  # finished shards were not rewritten
         assert ((out / name).stat().st_ino, (out / name).stat().st_mtime_ns) == stamp
+    assert _shard_bytes(out) == _shard_bytes(root / "out")
+    assert resumed["splits"] == manifest["splits"]
+
+
+def test_a_kill_between_recording_and_renaming_a_shard_redoes_nothing(
+    built: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, manifest = built
+    n_val = len(manifest["splits"]["val"]["shards"])
+    cfg_file, out = _build_killed_by_hook(
+        root, tmp_path, "crashed-rename", CRASH_BEFORE_RENAME_ENV, n_val + 2
+    )
+    assert not (out / "train_000001.shard").exists()  # recorded, sealed, not renamed
+    done = {p.name: p.stat().st_mtime_ns for p in out.glob("*.shard")}
+    logs: list[str] = []
+    resumed = build_corpus(load_corpus_config(cfg_file), progress=False, log=logs.append)
+    assert any("completed 1 recorded shard" in m for m in logs)
+    assert any("resuming after 2 finished shard" in m for m in logs)
+    for name, stamp in done.items():
+        assert (out / name).stat().st_mtime_ns == stamp
     assert _shard_bytes(out) == _shard_bytes(root / "out")
     assert resumed["splits"] == manifest["splits"]
 

@@ -427,3 +427,74 @@ def test_order_blocks_match_the_permutation(
     resumed.load_state_dict(first.state_dict())
     for (x, _), (rx, _) in zip(_take(resumed, 17), reference[23:], strict=True):
         np.testing.assert_array_equal(x, rx)
+
+
+def _poke_token(path: Path, index: int, value: int) -> None:
+    """Overwrite token `index` of a shard in place (the header and its CRC stay as they were)."""
+    with open(path, "r+b") as f:
+        f.seek(256 + 2 * index)
+        f.write(int(value).to_bytes(2, "little"))
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_token_id_at_or_above_the_vocabulary_names_shard_id_and_vocab(
+    tmp_path: Path, split: str
+) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    for s in ("train", "val"):
+        write_shard(
+            root / shard_name(s, 0),
+            np.arange(100) % 512,
+            vocab_size=512,
+            tokenizer_id="sp-test",
+            text_bytes=400,
+        )
+    _poke_token(root / shard_name(split, 0), 37, 512)
+    cfg = DataConfig(kind="shards", path=str(root), context_length=T, eval_batches=2)
+    with pytest.raises(DataError) as err:
+        if split == "val":
+            eval_batches(cfg, micro_batch_size=4, vocab_size=512)
+        else:
+            loader = build_loader(cfg, micro_batch_size=4, seed=0, vocab_size=512)
+            for _ in range(20):  # every window of the epoch
+                next(loader)
+    msg = str(err.value)
+    assert shard_name(split, 0) in msg and "512" in msg and "vocabulary" in msg
+    assert "token id 512" in msg
+
+
+def test_tokenizer_beside_the_shards_must_be_the_one_that_made_them(tmp_path: Path) -> None:
+    from enlace_data.tokenizer import train_tokenizer
+
+    words = (Path(__file__).parent / "sample_es.txt").read_text(encoding="utf-8").split()
+    mine = train_tokenizer([" ".join(words[:4000])], vocab_size=400)
+    other = train_tokenizer([" ".join(words[4000:8000])], vocab_size=400)
+    assert mine.tokenizer_id != other.tokenizer_id
+    root = tmp_path / "s"
+    ids = np.array(mine.encode(" ".join(words[:600])))
+    for s in ("train", "val"):
+        write_shard(
+            root / shard_name(s, 0),
+            ids,
+            vocab_size=mine.vocab_size,
+            tokenizer_id=mine.tokenizer_id,
+            text_bytes=4 * len(ids),
+        )
+    cfg = DataConfig(kind="shards", path=str(root), context_length=T, eval_batches=1)
+    mine.save(root)
+    build_loader(cfg, micro_batch_size=2, seed=0)  # the right one: accepted
+    other.save(root)  # a tokenizer of another corpus copied over it
+    for build in (
+        lambda: build_loader(cfg, micro_batch_size=2, seed=0),
+        lambda: eval_batches(cfg, micro_batch_size=2),
+    ):
+        with pytest.raises(DataError) as err:
+            build()
+        msg = str(err.value)
+        assert mine.tokenizer_id in msg and other.tokenizer_id in msg and "tokenizer.model" in msg
+    # The manifest records the shards' tokenizer too; one that disagrees is refused as well.
+    mine.save(root)
+    (root / "manifest.json").write_text(json.dumps({"tokenizer_id": other.tokenizer_id}))
+    with pytest.raises(DataError, match=r"manifest\.json"):
+        build_loader(cfg, micro_batch_size=2, seed=0)

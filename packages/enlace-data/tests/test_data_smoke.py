@@ -369,3 +369,39 @@ def test_download_errors_name_the_url() -> None:
     err = DataError("download failed for http://127.0.0.1:9/x.txt", path="http://127.0.0.1:9/x.txt")
     assert err.path == "http://127.0.0.1:9/x.txt"
     assert isinstance(DataError("bad", path="data/x.shard").path, Path)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "latin-1"])
+def test_from_dir_refuses_a_pinned_book_that_does_not_match_and_keeps_the_old_corpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    body = (BODY + "Dijo «adiós» — y se fue… “lejos”.\n\n") * 40  # “—…” are not in Latin-1
+    good = _pg_file(body)
+    other = _pg_file(BODY * 30, title="OTRO")
+    books_file = tmp_path / "books.json"
+    books_file.write_text(
+        json.dumps(
+            [
+                {"name": "libro", "url": "x", "sha256": _sha(clean_book(good))},
+                {"name": "otro", "url": "y", "sha256": _sha(clean_book(other))},
+            ]
+        )
+    )
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "libro.txt").write_bytes(good)
+    (src / "otro.txt").write_bytes(other)
+    args = ["smoke", "--from", str(src), "--out", str(out), "--books", str(books_file), "--quiet"]
+    assert cli_main(args) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    if damage == "truncated":
+        (src / "libro.txt").write_bytes(good[: len(good) * 2 // 3])
+    else:
+        (src / "libro.txt").write_bytes(good.decode().encode("latin-1", errors="replace"))
+    capsys.readouterr()
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "libro.txt" in err and "sha256" in err and "Traceback" not in err
+    if damage == "latin-1":
+        assert "not UTF-8" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the old corpus, intact

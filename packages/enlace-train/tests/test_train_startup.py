@@ -107,3 +107,47 @@ def test_progress_line_rewrites_in_a_terminal_and_stays_silent_otherwise():
         progress.clear()
     assert tty.getvalue().startswith("\r[run] step 1/10 (10%)\r[run] step 2/10")
     assert pipe.getvalue() == ""
+
+
+def _shards(root, tokens, *, vocab_size=256, tokenizer_id="sp-test"):
+    from enlace_data.shards import shard_name, write_shard
+
+    for split in ("train", "val"):
+        write_shard(
+            root / shard_name(split, 0),
+            tokens,
+            vocab_size=vocab_size,
+            tokenizer_id=tokenizer_id,
+            text_bytes=4 * len(tokens),
+        )
+
+
+def test_token_id_outside_the_vocabulary_exits_2_naming_the_shard(write_run, tmp_path, capsys):
+    import numpy as np
+
+    root = tmp_path / "shards"
+    _shards(root, np.arange(2000) % 256)
+    with open(root / "val_000000.shard", "r+b") as f:  # behind the header's CRC
+        f.seek(256 + 2 * 500)
+        f.write((300).to_bytes(2, "little"))
+    path = write_run("badid", data={"kind": "shards", "path": str(root), "fallback": "none"})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "val_000000.shard" in err and "token id 300" in err and "256" in err
+    assert "--debug" not in err  # not the internal-error path
+
+
+def test_tokenizer_of_another_corpus_beside_the_shards_exits_2(write_run, tmp_path, capsys):
+    import numpy as np
+    from enlace_data.sample import builtin_split
+    from enlace_data.tokenizer import train_tokenizer
+
+    words = builtin_split("val").decode("utf-8").split()
+    other = train_tokenizer([" ".join(words[:4000])], vocab_size=400)
+    root = tmp_path / "shards"
+    _shards(root, np.arange(2000) % 256, tokenizer_id="sp-the-real-one")
+    other.save(root)
+    path = write_run("othertok", data={"kind": "shards", "path": str(root), "fallback": "none"})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "sp-the-real-one" in err and other.tokenizer_id in err and "tokenizer.model" in err

@@ -52,7 +52,7 @@ from enlace_config.schema.data import DataConfig
 
 from enlace_data.bytes_tokenizer import BYTE_TOKENIZER_ID
 from enlace_data.errors import DataError
-from enlace_data.shards import Shard, list_shards, open_shards
+from enlace_data.shards import MANIFEST_FILE, Shard, list_shards, open_shards
 
 Split = Literal["train", "val"]
 Reader = Literal["pread", "mmap"]
@@ -183,6 +183,7 @@ class _ShardSource(_Source):
         self._open: OrderedDict[int, Any] = OrderedDict()  # seg -> fd (pread) or memmap (mmap)
         self._max_open = max(1, max_open)
         self._offsets = [s.header.header_size for s in shards]
+        self._vocab = [s.header.vocab_size for s in shards]
         self.location = str(root)
         self.lengths = np.array([len(s) for s in shards], dtype=np.int64)
         tokens = int(self.lengths.sum())
@@ -225,13 +226,24 @@ class _ShardSource(_Source):
         handle = self._handle(seg)
         if self._reader == "mmap":
             out[:] = handle[start : start + out.shape[0]]
-            return
-        offset = self._offsets[seg] + start * 2
-        got = os.preadv(handle, [out.data], offset)
-        if got != out.nbytes:
+        else:
+            offset = self._offsets[seg] + start * 2
+            got = os.preadv(handle, [out.data], offset)
+            if got != out.nbytes:
+                raise DataError(
+                    f"short read ({got} of {out.nbytes} bytes at offset {offset}); was the shard "
+                    "changed or truncated while training?",
+                    path=self._shards[seg].path,
+                )
+        # The header's CRC does not cover the tokens: an id the embedding cannot hold is caught
+        # here, per window (a max over T + 1 values), instead of deep inside the model.
+        vocab = self._vocab[seg]
+        if int(out.max()) >= vocab:
+            at = int(np.argmax(out >= vocab))
             raise DataError(
-                f"short read ({got} of {out.nbytes} bytes at offset {offset}); was the shard "
-                "changed or truncated while training?",
+                f"token id {int(out[at])} at token {start + at} is outside the vocabulary of "
+                f"{vocab} ids (0..{vocab - 1}) this shard's header declares; the shard is "
+                "corrupt or was written by another tool: rebuild it with the corpus pipeline",
                 path=self._shards[seg].path,
             )
 
@@ -304,8 +316,43 @@ def _shard_source(
         )
     # Validate both splits' headers together: one tokenizer for the whole run, before training.
     shards = open_shards(paths["train"] + paths["val"], max_vocab_size=vocab_size)
+    check_corpus_tokenizer(root, shards[0].header.tokenizer_id)
     chosen = shards[: len(paths["train"])] if split == "train" else shards[len(paths["train"]) :]
     return _ShardSource(chosen, root=root, split=split, max_open=max_open, reader=reader)
+
+
+def check_corpus_tokenizer(root: Path, tokenizer_id: str) -> None:
+    """Refuse a shard directory whose tokenizer files or manifest name another tokenizer than the
+    shards' headers (`tokenizer_id`): the run would train on one tokenizer's ids and its
+    checkpoints would carry another's, so every sample and export would decode garbage."""
+    from enlace_data.tokenizer import INFO_FILE, MODEL_FILE, load_tokenizer
+
+    fix = (
+        "copy the tokenizer.model (and tokenizer.json) that built these shards into the "
+        "directory, or rebuild the shards with this tokenizer"
+    )
+    if (root / MODEL_FILE).is_file() or (root / INFO_FILE).is_file():
+        found = load_tokenizer(root).tokenizer_id
+        if found != tokenizer_id:
+            raise DataError(
+                f"the shards were made by tokenizer {tokenizer_id!r} but the {MODEL_FILE} beside "
+                f"them is tokenizer {found!r} (from another corpus?); {fix}",
+                path=root,
+            )
+    manifest = root / MANIFEST_FILE
+    if manifest.is_file():
+        try:
+            recorded = json.loads(manifest.read_text(encoding="utf-8")).get("tokenizer_id")
+        except (OSError, ValueError, AttributeError) as e:
+            raise DataError(
+                f"unreadable corpus manifest ({e}); rebuild the corpus", path=manifest
+            ) from None
+        if recorded != tokenizer_id:
+            raise DataError(
+                f"{MANIFEST_FILE} records tokenizer {recorded!r} but the shards were made by "
+                f"{tokenizer_id!r}: shards of two builds are mixed here; rebuild the corpus",
+                path=manifest,
+            )
 
 
 def _build_source(

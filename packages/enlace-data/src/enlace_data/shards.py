@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from enlace_data._fs import default_file_mode, fsync_dir
+from enlace_data._fs import fsync_dir, open_temp_beside
 from enlace_data.errors import DataError
 
 MAGIC = b"ENLSHARD"
@@ -55,6 +54,7 @@ MAX_VOCAB_SIZE = 65536
 TOKENIZER_ID_BYTES = 128
 SHARD_SUFFIX = ".shard"
 SPLITS = ("train", "val")
+MANIFEST_FILE = "manifest.json"  # written last by the corpus pipeline beside the shards
 
 # magic, version, header size, dtype, token count, text bytes, vocab size, reserved, tokenizer id
 _FIELDS = struct.Struct("<8sII8sQQII128s")
@@ -319,19 +319,14 @@ class ShardWriter:
         self.tokenizer_id = tokenizer_id
         self.token_count = 0
         self.text_bytes = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        self._tmp = Path(tmp)
-        os.fchmod(fd, default_file_mode())
-        self._file = os.fdopen(fd, "wb")
+        self._file, self._tmp = open_temp_beside(self.path)
         self._file.write(b"\0" * HEADER_SIZE)  # the real header is written on close
         self._closed = False
+        self._header: ShardHeader | None = None
 
     def write(self, tokens: Iterable[int] | np.ndarray[Any, Any], *, text_bytes: int = 0) -> None:
         """Append tokens; `text_bytes` is how many UTF-8 bytes of text they encode."""
-        if self._closed:
+        if self._closed or self._header is not None:
             raise ValueError(f"ShardWriter for {self.path} is closed")
         arr = _as_tokens(tokens, self.vocab_size, self.path)
         self._file.write(arr.tobytes())
@@ -340,6 +335,13 @@ class ShardWriter:
 
     def close(self) -> Shard:
         """Write the header, fsync, and rename into place. Returns the opened shard."""
+        self.seal()
+        return self.commit()
+
+    def seal(self) -> ShardHeader:
+        """Write the header and fsync the temporary file (`self.tmp_path`), without renaming it:
+        a caller can record the shard as finished, then `commit()`. If the process dies between
+        the two, renaming `tmp_path` to `path` completes the shard."""
         if self._closed:
             raise ValueError(f"ShardWriter for {self.path} is closed")
         header = ShardHeader(
@@ -356,13 +358,28 @@ class ShardWriter:
             self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._header = header
+        return header
+
+    def commit(self) -> Shard:
+        """Rename the sealed temporary file into place and make the rename durable."""
+        if self._closed or self._header is None:
+            raise ValueError(f"ShardWriter for {self.path} is not sealed")
+        try:
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
             raise
         self._closed = True
         fsync_dir(self.path.parent)
-        return Shard(self.path, header)
+        return Shard(self.path, self._header)
+
+    @property
+    def tmp_path(self) -> Path:
+        return self._tmp
 
     def abort(self) -> None:
         """Drop the temporary file; nothing appears under the final name."""

@@ -7,7 +7,8 @@ from the copies in the shared test data (`$ENLACE_SHARED_DATA/es-pd`), so the ch
 Gutenberg changing its boilerplate; if a text itself changed upstream, the check fails and says so.
 
 `--from DIR` does the same from local .txt files (every *.txt in DIR, name order; files matching a
-pin are reported verified, others are used as they are). `--url-base` points the download at a
+pin are reported verified; a file named like a pinned book, ``<name>.txt``, that does not match its
+pin is an error, so a truncated or re-encoded copy never slips in; other files are used as they are). `--url-base` points the download at a
 mirror (tests use a local server); `--books FILE` replaces the pinned list by a JSON list of
 ``{"name", "url", "sha256"}`` (url absolute or relative to --url-base).
 
@@ -24,9 +25,7 @@ import argparse
 import hashlib
 import http.client
 import json
-import os
 import sys
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -35,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from enlace_data._fs import default_file_mode, fsync_dir
+from enlace_data._fs import write_atomic
 from enlace_data.errors import DataError
 from enlace_data.gutenberg import clean_book
 from enlace_data.sample import split_point
@@ -176,28 +175,6 @@ def _split(text: str) -> tuple[bytes, bytes]:
     return data[:cut], data[cut:]
 
 
-def _write_atomic(files: dict[Path, bytes]) -> None:
-    """Write every file to a temporary sibling, fsync all, then rename all into place."""
-    tmps: list[tuple[Path, Path]] = []
-    try:
-        for final, data in files.items():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-            tmps.append((Path(tmp), final))
-            os.fchmod(fd, default_file_mode())
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        for tmp, final in tmps:
-            os.replace(tmp, final)
-    finally:
-        for tmp, _ in tmps:
-            tmp.unlink(missing_ok=True)
-    for directory in {final.parent for final in files}:
-        fsync_dir(directory)
-
-
 def _collect_remote(
     books: Sequence[Book], url_base: str, progress: bool, log: Any
 ) -> list[tuple[Book, str, str, bool]]:
@@ -222,25 +199,56 @@ def _collect_remote(
 def _collect_local(
     source_dir: Path, books: Sequence[Book], log: Any
 ) -> list[tuple[Book, str, str, bool]]:
+    """Every *.txt of `source_dir`. A file named like a pinned book (``<name>.txt``) must hold
+    that book: a text whose sha256 differs from the pin (truncated, another encoding, another
+    edition) is an error, reported for every such file at once, before anything is written."""
     if not source_dir.is_dir():
         raise DataError("--from needs a directory of .txt files", path=source_dir)
     files = sorted(source_dir.glob("*.txt"))
     if not files:
         raise DataError("no .txt files in this directory", path=source_dir)
     by_sha = {b.sha256: b for b in books}
+    by_name = {b.name: b for b in books}
     out: list[tuple[Book, str, str, bool]] = []
+    mismatched: list[str] = []
     for f in files:
-        text = clean_book(f.read_bytes())
+        raw = f.read_bytes()
+        text = clean_book(raw)
         if not text.strip():
             raise DataError("no text left after cleaning; is it an empty or non-text file?", path=f)
         digest = _sha(text)
         pinned = by_sha.get(digest)
+        named = by_name.get(f.stem)
+        if named is not None and pinned is not named:
+            mismatched.append(_mismatch(f, raw, text, digest, named))
+            continue
         book = pinned or Book(name=f.stem, url=str(f), sha256=digest)
         log(
             f"{f.name}: {'verified (' + pinned.name + ')' if pinned else 'not in the pinned list, used as is'}"
         )
         out.append((book, str(f), text, pinned is not None))
+    if mismatched:
+        raise DataError(
+            "pinned book(s) that do not match their pin; nothing was written (an earlier corpus "
+            "is untouched): "
+            + "; ".join(mismatched)
+            + ". Copy the books again from the shared data or let `enlace-data smoke` download "
+            "them; a file that is another text must not carry a pinned book's name",
+            path=source_dir,
+        )
     return out
+
+
+def _mismatch(f: Path, raw: bytes, text: str, digest: str, book: Book) -> str:
+    try:
+        raw.decode("utf-8-sig")
+        why = ""
+    except UnicodeDecodeError:
+        why = ", and the file is not UTF-8 (it was read as Latin-1: convert it to UTF-8)"
+    return (
+        f"{f} is named like pinned book {book.name!r} but its cleaned text ({len(text)} "
+        f"characters) has sha256 {digest}, the pin is {book.sha256} (truncated or edited?{why})"
+    )
 
 
 def prepare_smoke(
@@ -277,7 +285,7 @@ def prepare_smoke(
         "val_bytes": len(val),
         "books": [asdict(b) for b in prepared],
     }
-    _write_atomic(
+    write_atomic(
         {
             out / "train.txt": train,
             out / "val.txt": val,

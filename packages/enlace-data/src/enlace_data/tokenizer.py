@@ -33,6 +33,7 @@ from typing import Any
 
 import sentencepiece as spm
 
+from enlace_data._fs import write_atomic
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.errors import DataError
 
@@ -120,9 +121,8 @@ class Tokenizer:
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write tokenizer.model and tokenizer.json (ids, identifier) into `directory`, atomically."""
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / MODEL_FILE, self._proto)
-        _atomic_write(d / INFO_FILE, (json.dumps(self.info(), indent=2) + "\n").encode())
+        info = (json.dumps(self.info(), indent=2) + "\n").encode()
+        write_atomic({d / MODEL_FILE: self._proto, d / INFO_FILE: info})
 
     def info(self) -> dict[str, Any]:
         return {
@@ -311,15 +311,6 @@ class _BytesSink:
     def write(self, b: bytes) -> int:
         self.data += b
         return len(b)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from enlace_config.schema.base import StrictModel
+from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 SOURCE_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 MAX_UINT16_VOCAB = 65536
@@ -21,21 +21,99 @@ class CorpusSource(StrictModel):
         pattern=SOURCE_NAME_PATTERN,
         description="Short name of the source; token counts in the manifest and report are per name.",
     )
-    path: str = Field(
-        default=...,
-        description="A file or a folder (searched recursively, in sorted order) of .txt, .jsonl or "
-        ".jsonl.gz files. $VARS are expanded; relative paths are read from the working "
-        "directory.",
+    kind: Literal["files", "hub"] = Field(
+        default="files",
+        description="files: local files under `path`. hub: parquet files of a Hugging Face Hub "
+        "dataset (`dataset`, `subset`, `split`, `files`), downloaded into the Hugging Face cache "
+        "(HF_HOME; an interrupted download resumes) as the build reads them, in name order.",
+    )
+    path: str | None = Field(
+        default=None,
+        description="kind files: a file or a folder (searched recursively, in sorted order) of "
+        ".txt, .jsonl, .jsonl.gz or .parquet files. $VARS are expanded; relative paths are read "
+        "from the working directory.",
     )
     text_field: str = Field(
         default="text",
-        description="jsonl only: the key of each line's object that holds the document.",
+        description="jsonl: the key of each line's object that holds the document; parquet (and "
+        "hub): the column that holds it.",
+    )
+    dataset: str | None = Field(
+        default=None,
+        description="kind hub: the dataset's id on the Hub, e.g. HuggingFaceFW/fineweb-2.",
+    )
+    subset: str | None = Field(
+        default=None,
+        description="kind hub: the dataset's config (subset), e.g. spa_Latn; replaces {subset} in "
+        "`files`.",
+    )
+    split: str = Field(
+        default="train", description="kind hub: the split; replaces {split} in `files`."
+    )
+    files: str = Field(
+        default="{subset}/{split}/*.parquet",
+        description="kind hub: which files of the dataset repository to read, a glob pattern "
+        "relative to its root (after {subset} and {split} are replaced), e.g. "
+        "data/{subset}/{split}/*.parquet.",
+    )
+    revision: str | None = Field(
+        default=None,
+        description="kind hub: a branch, tag or commit of the dataset (None: the main branch). "
+        "A commit makes the build reproducible.",
+    )
+    max_bytes: PositiveInt | None = Field(
+        default=None,
+        description="Read at most about this many bytes of raw text from this source (the "
+        "document that crosses it is the last), in file order: 5_000_000_000 takes the first "
+        "5 GB. For kind hub only the files needed are downloaded. None: all of it.",
+    )
+    max_docs: PositiveInt | None = Field(
+        default=None, description="Read at most this many documents from this source."
     )
     weight: PositiveFloat = Field(
         default=1.0,
         description="Sampling weight in the train split: each train document is written "
         "floor(weight) times, plus once more for a deterministic (hash-chosen) fraction "
         "weight - floor(weight) of documents. 1.0 writes each once; 0.5 keeps about half.",
+    )
+
+    @model_validator(mode="after")
+    def _kind_has_its_keys(self) -> "CorpusSource":
+        problems: list[FieldProblem] = []
+        if self.kind == "files" and self.path is None:
+            problems.append(FieldProblem("path", "a source of kind files needs a path"))
+        if self.kind == "hub":
+            if self.dataset is None:
+                problems.append(FieldProblem("dataset", "a source of kind hub needs a dataset id"))
+            if self.path is not None:
+                problems.append(
+                    FieldProblem("path", "kind hub reads `dataset`, not a path", ("kind",))
+                )
+            if "{subset}" in self.files and self.subset is None:
+                problems.append(
+                    FieldProblem("subset", "`files` uses {subset}: set subset", ("files",))
+                )
+        raise_problems(problems)
+        return self
+
+
+class LanguageIdConfig(StrictModel):
+    languages: list[str] = Field(
+        default_factory=lambda: ["es", "en", "pt", "fr", "it", "ca"],
+        min_length=2,
+        description="ISO 639-1 codes of the languages lingua chooses among (the first is the one "
+        "kept). Fewer languages: faster and less memory.",
+    )
+    min_confidence: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Drop documents whose confidence of being in the first language is below this.",
+    )
+    sample_chars: PositiveInt = Field(
+        default=1000,
+        description="Judge the first this many characters of a document (the cost grows with the "
+        "text's length; a web page rarely changes language).",
     )
 
 
@@ -82,7 +160,35 @@ class CleaningConfig(StrictModel):
     )
     language_min_words: NonNegativeInt = Field(
         default=20,
-        description="The Spanish test only judges documents with at least this many words.",
+        description="The Spanish tests (stop words, language identification) only judge "
+        "documents with at least this many words.",
+    )
+    language_id: LanguageIdConfig | None = Field(
+        default=None,
+        description="Language identification with lingua (the `web` extra of enlace-data: "
+        "`pip install enlace-data[web]`), after the stop-word test. None: off.",
+    )
+    max_symbol_ratio: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Drop documents in which more than this fraction of the non-space characters "
+        "are neither letters nor digits nor common punctuation (markup, code, emoji runs, "
+        "mojibake). 1.0 disables it; web text: about 0.1.",
+    )
+    max_duplicate_ngram_fraction: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Drop documents in which more than this fraction of the characters lie in "
+        "word 5-grams that occur more than once in the document (spam, keyword lists, "
+        "generated pages; Gopher's repetition test). 1.0 disables it; web text: about 0.15.",
+    )
+    boilerplate_lines: list[str] = Field(
+        default_factory=list,
+        description="Remove every line that contains one of these phrases (case-insensitive): "
+        "cookie banners, 'todos los derechos reservados', share buttons. Counted in the report; "
+        "a document left too short is then dropped as too_short.",
     )
 
 
@@ -107,6 +213,11 @@ class DedupConfig(StrictModel):
     )
     shingle_words: PositiveInt = Field(default=5, description="Words per shingle.")
     seed: int = Field(default=1, description="Seeds the MinHash permutations.")
+    cache_mb: PositiveInt = Field(
+        default=64,
+        description="Memory for the deduplication state's page cache (SQLite); the state itself "
+        "is on disk, so memory does not grow with the corpus.",
+    )
 
 
 class SplitConfig(StrictModel):

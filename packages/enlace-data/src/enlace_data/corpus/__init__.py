@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from enlace_data.corpus.config import load_corpus_config
-    from enlace_data.corpus.pipeline import MANIFEST_FILE, build_corpus
+    from enlace_data.corpus.pipeline import build_corpus
+    from enlace_data.shards import MANIFEST_FILE
 
 __all__ = ["MANIFEST_FILE", "build_corpus", "load_corpus_config"]
 
@@ -24,8 +25,12 @@ def __getattr__(name: str) -> Any:
         from enlace_data.corpus.config import load_corpus_config
 
         return load_corpus_config
-    if name in ("build_corpus", "MANIFEST_FILE"):
-        from enlace_data.corpus import pipeline
+    if name == "build_corpus":
+        from enlace_data.corpus.pipeline import build_corpus
 
-        return getattr(pipeline, name)
+        return build_corpus
+    if name == "MANIFEST_FILE":
+        from enlace_data.shards import MANIFEST_FILE
+
+        return MANIFEST_FILE
     raise AttributeError(name)

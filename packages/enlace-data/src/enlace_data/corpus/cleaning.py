@@ -5,21 +5,37 @@ Changes (never drop anything): Unicode NFC; line endings to "\\n"; control chara
 spaces of every line removed; more than one blank line in a row collapsed to one; leading and
 trailing blank lines removed.
 
+Line removal (configured, counted): every line containing one of `boilerplate_lines` (phrases,
+case-insensitive) goes, before the filters judge what is left.
+
 Filters (drop the document; thresholds in `cleaning:` of the corpus config), checked in this order:
 - ``too_short``: fewer than `min_chars` characters.
 - ``repeated_lines``: among its non-empty lines (3 or more), more than `max_repeated_line_fraction`
   repeat an earlier line of the same document (menus, tables, boilerplate).
+- ``symbols``: more than `max_symbol_ratio` of the non-space characters are neither letters, digits
+  nor common punctuation (markup, code, emoji runs, mojibake).
+- ``repetition``: more than `max_duplicate_ngram_fraction` of the word characters lie in word
+  5-grams that occur twice or more in the document (Gopher's duplicate n-gram test: spam, keyword
+  lists, generated pages).
 - ``not_spanish``: at least `language_min_words` words, of which fewer than
   `min_spanish_stopword_ratio` are common Spanish function words (`SPANISH_STOPWORDS`). Spanish prose
   scores about 0.45-0.55, English or French text about 0.05-0.15 against this list.
+- ``language_id``: with `language_id` set, lingua's confidence that the first `sample_chars`
+  characters are in the first listed language is below `min_confidence` (documents of at least
+  `language_min_words` words). It catches what function words miss (Portuguese, Catalan, Galician
+  share many of them); it is the costliest filter, so it runs last, on what the others kept.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
+from typing import Any
 
-from enlace_config.schema.corpus import CleaningConfig
+from enlace_config.schema.corpus import CleaningConfig, LanguageIdConfig
+
+from enlace_data.errors import DataError
 
 # Function words only (no content words), so that the ratio measures "is it Spanish", not topic.
 SPANISH_STOPWORDS: frozenset[str] = frozenset(
@@ -72,19 +88,113 @@ def repeated_line_fraction(text: str) -> float:
     return (len(lines) - len(set(lines))) / len(lines)
 
 
-FILTERS = ("too_short", "repeated_lines", "not_spanish")
+# Not "symbols": letters, digits, whitespace and the punctuation of ordinary Spanish prose.
+_PROSE_PUNCT = ".,;:¿?¡!'\"«»“”‘’()[]-–—…/%&$€º°ª*#@+="
+_SYMBOL = re.compile(f"[^\\w\\s{re.escape(_PROSE_PUNCT)}]")
+_SPACE = re.compile(r"\s")
 
 
-def filter_reason(text: str, cfg: CleaningConfig) -> str | None:
+def symbol_ratio(text: str) -> float:
+    """Fraction of the non-space characters that are not letters, digits or prose punctuation."""
+    chars = len(text) - len(_SPACE.findall(text))
+    return len(_SYMBOL.findall(text)) / chars if chars else 0.0
+
+
+def duplicate_ngram_fraction(text: str, n: int = 5) -> float:
+    """Fraction of word characters covered by word n-grams that occur more than once (Gopher)."""
+    ws = words(text)
+    if len(ws) < 2 * n:
+        return 0.0
+    grams = list(zip(*(ws[i:] for i in range(n)), strict=False))
+    counts = Counter(grams)
+    if len(counts) == len(grams):  # the usual case: no n-gram repeats
+        return 0.0
+    covered = bytearray(len(ws))
+    for i, g in enumerate(grams):
+        if counts[g] > 1:
+            covered[i : i + n] = b"\x01" * n
+    total = sum(len(w) for w in ws)
+    return sum(len(w) for w, c in zip(ws, covered, strict=True) if c) / total
+
+
+def remove_boilerplate_lines(text: str, phrases: list[str]) -> tuple[str, int]:
+    """`text` without the lines that contain one of `phrases` (case-insensitive); lines removed."""
+    if not phrases:
+        return text, 0
+    low = [p.casefold() for p in phrases]
+    kept: list[str] = []
+    removed = 0
+    for line in text.split("\n"):
+        folded = line.casefold()
+        if any(p in folded for p in low):
+            removed += 1
+        else:
+            kept.append(line)
+    return ("\n".join(kept).strip(), removed) if removed else (text, 0)
+
+
+class LanguageId:
+    """lingua's detector for the configured languages, built once per process (its models load
+    lazily and hold about 100 MB per language in memory)."""
+
+    def __init__(self, cfg: LanguageIdConfig) -> None:
+        try:
+            from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
+        except ImportError:
+            raise DataError(
+                "cleaning.language_id needs lingua: install enlace-data's web extra "
+                "(pip install 'enlace-data[web]', or uv sync --extra web), or remove "
+                "cleaning.language_id"
+            ) from None
+        langs: list[Any] = []
+        for code in cfg.languages:
+            try:
+                langs.append(Language.from_iso_code_639_1(IsoCode639_1.from_str(code)))
+            except ValueError:
+                raise DataError(
+                    f"cleaning.language_id.languages: {code!r} is not an ISO 639-1 code lingua "
+                    "knows (es, en, pt, fr, it, ca, ...)"
+                ) from None
+        self.cfg = cfg
+        self.target = langs[0]
+        self._detector = LanguageDetectorBuilder.from_languages(*langs).build()
+
+    def confidence(self, text: str) -> float:
+        sample = text[: self.cfg.sample_chars]
+        return float(self._detector.compute_language_confidence(sample, self.target))
+
+
+FILTERS = ("too_short", "repeated_lines", "symbols", "repetition", "not_spanish", "language_id")
+
+
+def filter_reason(
+    text: str, cfg: CleaningConfig, language_id: LanguageId | None = None
+) -> str | None:
     """Why the (cleaned) document is dropped, or None to keep it."""
     if len(text) < cfg.min_chars or not text.strip():
         return "too_short"
     if repeated_line_fraction(text) > cfg.max_repeated_line_fraction:
         return "repeated_lines"
+    if cfg.max_symbol_ratio < 1 and symbol_ratio(text) > cfg.max_symbol_ratio:
+        return "symbols"
+    if (
+        cfg.max_duplicate_ngram_fraction < 1
+        and duplicate_ngram_fraction(text) > cfg.max_duplicate_ngram_fraction
+    ):
+        return "repetition"
+    n_words = -1
     if cfg.min_spanish_stopword_ratio > 0:
-        ratio, n = stopword_ratio(text)
-        if n >= cfg.language_min_words and ratio < cfg.min_spanish_stopword_ratio:
+        ratio, n_words = stopword_ratio(text)
+        if n_words >= cfg.language_min_words and ratio < cfg.min_spanish_stopword_ratio:
             return "not_spanish"
+    if language_id is not None:
+        if n_words < 0:
+            n_words = len(words(text))
+        if (
+            n_words >= cfg.language_min_words
+            and language_id.confidence(text) < language_id.cfg.min_confidence
+        ):
+            return "language_id"
     return None
 
 

@@ -22,6 +22,13 @@ def add_parser(subparsers: Any) -> None:
         metavar="key=value",
         help="override config keys (dedup.threshold=0.9)",
     )
+    p.add_argument(
+        "--limit",
+        metavar="SIZE",
+        help="read at most SIZE from each source, in file order: bytes of text (5GB, 500MB, "
+        "20000000) or documents (100000docs); sets the sources' max_bytes / max_docs (a smaller "
+        "value in the config stays)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -41,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from enlace_data.corpus.report import format_report
 
     cfg = load_corpus_config(args.config, args.overrides)
+    if args.limit:
+        cfg = with_limit(cfg, args.limit)
     manifest = build_corpus(
         cfg, config_file=args.config, progress=False if args.no_progress else None
     )
@@ -58,6 +67,33 @@ def run(args: argparse.Namespace) -> int:
         f"{cfg.out_dir} (tokenizer {manifest['tokenizer_id']})"
     )
     return 0
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def with_limit(cfg: Any, limit: str) -> Any:
+    """`cfg` (a CorpusConfig) with every source limited to `limit` bytes or documents."""
+    import re
+
+    from enlace_data.errors import DataError
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", limit)
+    unit = m.group(2).lower() if m else ""
+    if m is None or (unit not in _UNITS and unit not in ("doc", "docs")):
+        raise DataError(
+            f"--limit {limit!r}: expected bytes (5GB, 500MB, 20000000) or documents (100000docs)"
+        )
+    n = float(m.group(1))
+    key = "max_docs" if unit.startswith("doc") else "max_bytes"
+    value = max(1, int(n * _UNITS.get(unit, 1)))
+    sources = []
+    for s in cfg.sources:
+        current = getattr(s, key)
+        sources.append(
+            s.model_copy(update={key: value if current is None else min(current, value)})
+        )
+    return cfg.model_copy(update={"sources": sources})
 
 
 def run_tokenizer(args: argparse.Namespace) -> int:

@@ -8,14 +8,19 @@ minimise false positives and (weighted more) false negatives around the threshol
 candidates, and a candidate is a duplicate when the estimated similarity is at least the threshold
 (so the band choice only affects recall, never precision). The first document seen is kept.
 
-Memory: the signatures of kept documents (num_perm x 4 bytes each) plus one dict entry per band per
-kept document: about 1 KB per kept document at the defaults.
+State on disk: what grows with the corpus (the exact keys, the kept documents' signatures and the
+band tables) lives in one SQLite file (`work/dedup.sqlite` during a build, deleted when the stage
+finishes), so memory stays bounded by SQLite's page cache (`dedup.cache_mb`) however large the
+corpus; the disk holds about 0.7 KB per kept document at the defaults (16-byte key, 512-byte
+signature, 12 band keys). Lookups are indexed: the cost per document does not grow with the corpus.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,21 +48,17 @@ def optimal_bands(threshold: float, num_perm: int, fn_weight: float = 0.8) -> tu
     return best[1], best[2]
 
 
-class NearDuplicateIndex:
-    """Streaming MinHash/LSH: `seen_similar(text)` says whether a similar document came before,
-    and remembers `text` when it did not."""
+class MinHasher:
+    """MinHash signatures of documents' word shingles (the same in every worker process)."""
 
     def __init__(self, cfg: DedupConfig) -> None:
         self.cfg = cfg
-        self.bands, self.rows = optimal_bands(cfg.threshold, cfg.num_perm)
         rng = np.random.default_rng(cfg.seed)
         self._a = rng.integers(1, 2**63, size=cfg.num_perm, dtype=np.uint64) * np.uint64(
             2
         ) + np.uint64(1)
         self._b = rng.integers(0, 2**63, size=cfg.num_perm, dtype=np.uint64)
         self._mult = rng.integers(1, 2**63, size=cfg.shingle_words, dtype=np.uint64) | np.uint64(1)
-        self._tables: list[dict[bytes, int]] = [{} for _ in range(self.bands)]
-        self._sigs: list[np.ndarray[Any, np.dtype[np.uint32]]] = []
         self._word_cache: dict[str, int] = {}
 
     def _word_hashes(self, words: list[str]) -> np.ndarray[Any, np.dtype[np.uint64]]:
@@ -96,26 +97,74 @@ class NearDuplicateIndex:
                 sig = np.minimum(sig, low)
         return sig
 
-    def seen_similar(self, text: str) -> bool:
-        return self.seen_similar_signature(self.signature(text))
+
+class DedupIndex:
+    """Exact and near-duplicate decisions in document order, remembered in SQLite.
+
+    `check(key, sig)` says whether the document is a duplicate of an earlier one ("exact_duplicate",
+    "near_duplicate") or new (None), and remembers it. `path` None keeps the tables in memory.
+    """
+
+    def __init__(self, cfg: DedupConfig, path: Path | None = None) -> None:
+        self.cfg = cfg
+        self.bands, self.rows = optimal_bands(cfg.threshold, cfg.num_perm)
+        self.path = path
+        if path is not None:
+            path.unlink(missing_ok=True)  # a state of an interrupted run describes nothing now
+        db = self.db = sqlite3.connect(":memory:" if path is None else path)
+        # One writer, rebuilt from scratch when a stage reruns: no journal, no fsync.
+        for pragma in (
+            "journal_mode=OFF",
+            "synchronous=OFF",
+            "locking_mode=EXCLUSIVE",
+            f"cache_size={-1024 * cfg.cache_mb}",
+        ):
+            db.execute(f"PRAGMA {pragma}")
+        db.execute("CREATE TABLE exact (key BLOB PRIMARY KEY) WITHOUT ROWID")
+        db.execute("CREATE TABLE sigs (id INTEGER PRIMARY KEY, sig BLOB NOT NULL)")
+        # key: the band's number (one byte) then its rows of the signature
+        db.execute("CREATE TABLE bands (key BLOB PRIMARY KEY, id INTEGER) WITHOUT ROWID")
+        marks = ", ".join("?" * self.bands)
+        self._candidates = (
+            "SELECT DISTINCT s.id, s.sig FROM bands AS b JOIN sigs AS s ON s.id = b.id "
+            f"WHERE b.key IN ({marks})"
+        )
+        self._insert_bands = "INSERT OR IGNORE INTO bands VALUES " + ", ".join(
+            ["(?, ?)"] * self.bands
+        )
+        self.kept = 0
+
+    def check(self, key: bytes, sig: np.ndarray[Any, np.dtype[np.uint32]] | None) -> str | None:
+        seen_exact = False
+        if self.cfg.exact:
+            seen_exact = (
+                self.db.execute("INSERT OR IGNORE INTO exact VALUES (?)", (key,)).rowcount == 0
+            )
+        if seen_exact:
+            return "exact_duplicate"
+        if sig is not None and self.cfg.near and self.seen_similar_signature(sig):
+            return "near_duplicate"
+        return None
 
     def seen_similar_signature(self, sig: np.ndarray[Any, np.dtype[np.uint32]]) -> bool:
         """Whether a document with a similar signature came before; remembers `sig` if not."""
         r = self.rows
-        keys = [sig[i * r : (i + 1) * r].tobytes() for i in range(self.bands)]
-        checked: set[int] = set()
-        for table, key in zip(self._tables, keys, strict=True):
-            j = table.get(key)
-            if j is None or j in checked:
-                continue
-            checked.add(j)
-            if float(np.mean(self._sigs[j] == sig)) >= self.cfg.threshold:
+        keys = [bytes((i,)) + sig[i * r : (i + 1) * r].tobytes() for i in range(self.bands)]
+        db = self.db
+        # One indexed query for all bands (a statement per band cost 8x more per document).
+        for _, stored in db.execute(self._candidates, keys):
+            if float(np.mean(np.frombuffer(stored, dtype=np.uint32) == sig)) >= self.cfg.threshold:
                 return True
-        idx = len(self._sigs)
-        self._sigs.append(sig)
-        for table, key in zip(self._tables, keys, strict=True):
-            table.setdefault(key, idx)
+        idx = db.execute("INSERT INTO sigs (sig) VALUES (?)", (sig.tobytes(),)).lastrowid
+        db.execute(self._insert_bands, [x for k in keys for x in (k, idx)])
+        self.kept += 1
         return False
 
+    def close(self) -> None:
+        """Close and delete the file: the decisions are in the stage's output now."""
+        self.db.close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
     def __len__(self) -> int:
-        return len(self._sigs)
+        return self.kept

@@ -11,11 +11,13 @@ flight, so memory stays flat however big the corpus), and writes the results bac
 document written r > 1 times (source weight) is written once per *pass* over the file (pass p writes
 the documents with r > p), so that copies are far apart.
 
-Resumability: after each shard is renamed into place, ``work/encode-state.json`` records where the
-next shard starts (split, pass, byte offset in the docs file) and the counts so far. A build killed
-at any point restarts from the last recorded shard: finished shards are not redone, the half-written
-one only ever existed as a temporary dot-file (removed on restart), and the rest is the same bytes
-an uninterrupted build writes.
+Resumability: a finished shard is sealed (header written, fsynced) as a temporary dot-file, then
+``work/encode-state.json`` records it (with its temporary name), where the next shard starts (split,
+pass, byte offset in the docs file) and the counts so far, and only then is it renamed into place.
+A build killed at any point restarts from the last recorded shard: finished shards are not redone
+(one killed between the record and the rename is completed by `complete_recorded_shards`), the
+half-written one only ever existed as a temporary dot-file (removed on restart), and the rest is the
+same bytes an uninterrupted build writes.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from enlace_data.errors import DataError
 from enlace_data.shards import ShardWriter, shard_name
 from enlace_data.tokenizer import Tokenizer
 
-# Test hook: kill the process (SIGKILL) in the middle of the shard after this many finished shards.
+# Test hooks: kill the process (SIGKILL) in the middle of the shard after this many finished shards;
+# or between recording that shard as finished and renaming it into place.
 CRASH_ENV = "ENLACE_CORPUS_CRASH_AFTER_SHARDS"
+CRASH_BEFORE_RENAME_ENV = "ENLACE_CORPUS_CRASH_BEFORE_RENAME"
 
 _worker_tok: Tokenizer | None = None
 _shards_finished_in_process = [0]  # for the CRASH_ENV hook
@@ -153,6 +157,25 @@ class Encoder:
         self.pool.close()
 
 
+def complete_recorded_shards(out_dir: Path, progress: SplitProgress) -> int:
+    """Rename into place the recorded shards whose rename a kill interrupted; how many."""
+    n = 0
+    for entry in progress.shards:
+        final = out_dir / entry["file"]
+        if final.exists():
+            continue
+        tmp = out_dir / entry.get("tmp", "")
+        if not entry.get("tmp") or not tmp.is_file():
+            raise DataError(
+                f"the build state records shard {entry['file']} but neither it nor its temporary "
+                "file exists (were files deleted?); delete the folder to rebuild",
+                path=out_dir,
+            )
+        os.replace(tmp, final)
+        n += 1
+    return n
+
+
 def remove_stale_temporaries(out_dir: Path) -> int:
     n = 0
     for p in out_dir.glob(".*.tmp"):
@@ -177,21 +200,29 @@ def encode_split(
 ) -> SplitProgress:
     """Encode one split from where `progress` says, calling `save_state` after each shard."""
     crash_after = int(os.environ.get(CRASH_ENV, "0") or 0)
+    crash_before_rename = int(os.environ.get(CRASH_BEFORE_RENAME_ENV, "0") or 0)
     split = progress.split
     writer: ShardWriter | None = None
     counts: dict[str, dict[str, int]] = {k: dict(v) for k, v in progress.sources.items()}
     shard_docs = 0
 
     def finish(w: ShardWriter) -> None:
-        shard = w.close()
+        """Seal the shard, record it with where the next one starts, then rename it in."""
+        header = w.seal()
         progress.shards.append(
             {
-                "file": shard.path.name,
-                "tokens": shard.header.token_count,
-                "text_bytes": shard.header.text_bytes,
+                "file": w.path.name,
+                "tokens": header.token_count,
+                "text_bytes": header.text_bytes,
                 "documents": shard_docs,
+                "tmp": w.tmp_path.name,
             }
         )
+        progress.sources = {k: dict(v) for k, v in counts.items()}
+        save_state(progress)
+        if crash_before_rename and _shards_finished_in_process[0] + 1 >= crash_before_rename:
+            os.kill(os.getpid(), signal.SIGKILL)
+        w.commit()
         _shards_finished_in_process[0] += 1
 
     try:
@@ -220,11 +251,9 @@ def encode_split(
                     if crash_after and _shards_finished_in_process[0] >= crash_after:
                         os.kill(os.getpid(), signal.SIGKILL)
                     if writer.token_count >= shard_tokens:
+                        progress.offset = batch.ends[i]
                         finish(writer)
                         writer = None
-                        progress.offset = batch.ends[i]
-                        progress.sources = {k: dict(v) for k, v in counts.items()}
-                        save_state(progress)
                 on_bytes(sum(batch.nbytes))
             progress.pass_index += 1
             progress.offset = 0

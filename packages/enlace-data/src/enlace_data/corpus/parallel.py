@@ -70,34 +70,46 @@ _prepare_state: dict[str, Any] = {}
 def init_prepare_worker(cleaning: dict[str, Any], dedup: dict[str, Any] | None) -> None:
     from enlace_config.schema.corpus import CleaningConfig, DedupConfig
 
-    from enlace_data.corpus.dedup import NearDuplicateIndex
+    from enlace_data.corpus.cleaning import LanguageId
+    from enlace_data.corpus.dedup import MinHasher
 
-    _prepare_state["cleaning"] = CleaningConfig.model_validate(cleaning)
+    cfg = CleaningConfig.model_validate(cleaning)
+    _prepare_state["cleaning"] = cfg
+    _prepare_state["language_id"] = LanguageId(cfg.language_id) if cfg.language_id else None
     _prepare_state["minhash"] = (
-        NearDuplicateIndex(DedupConfig.model_validate(dedup)) if dedup is not None else None
+        MinHasher(DedupConfig.model_validate(dedup)) if dedup is not None else None
     )
 
 
-def prepare_batch(
-    texts: list[str],
-) -> list[tuple[str, int, str | None, bytes, np.ndarray[Any, Any] | None]]:
-    """For each raw document: (cleaned text, its UTF-8 size, filter reason or None, dedup key,
-    MinHash signature or None). Deterministic: the main process makes the dedup decisions."""
-    import hashlib
+Prepared = tuple[str, int, str | None, bytes, "np.ndarray[Any, Any] | None", int]
 
-    from enlace_data.corpus.cleaning import clean_text, filter_reason, normalised_key_text
+
+def prepare_batch(texts: list[str]) -> tuple[list[Prepared], float]:
+    """For each raw document: (cleaned text, its UTF-8 size, filter reason or None, dedup key,
+    MinHash signature or None, boilerplate lines removed); and the CPU seconds it took. Deterministic:
+    the main process makes the dedup decisions."""
+    import hashlib
+    import time
+
+    t0 = time.thread_time()
+    from enlace_data.corpus.cleaning import (
+        clean_text,
+        filter_reason,
+        normalised_key_text,
+        remove_boilerplate_lines,
+    )
 
     cleaning = _prepare_state["cleaning"]
     minhash = _prepare_state["minhash"]
-    out: list[tuple[str, int, str | None, bytes, np.ndarray[Any, Any] | None]] = []
+    out: list[Prepared] = []
     for raw in texts:
-        text = clean_text(raw)
-        reason = filter_reason(text, cleaning)
+        text, removed = remove_boilerplate_lines(clean_text(raw), cleaning.boilerplate_lines)
+        reason = filter_reason(text, cleaning, _prepare_state["language_id"])
         key = b""
         sig = None
         if reason is None:
             key = hashlib.blake2b(normalised_key_text(text).encode(), digest_size=16).digest()
             if minhash is not None:
                 sig = minhash.signature(text)
-        out.append((text, len(text.encode("utf-8")), reason, key, sig))
-    return out
+        out.append((text, len(text.encode("utf-8")), reason, key, sig, removed))
+    return out, time.thread_time() - t0

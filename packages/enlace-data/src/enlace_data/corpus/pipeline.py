@@ -29,11 +29,13 @@ from typing import Any
 from enlace_config.schema.corpus import CorpusConfig
 from tqdm import tqdm
 
+from enlace_data._fs import write_atomic
 from enlace_data.corpus.cleaning import FILTERS
-from enlace_data.corpus.dedup import NearDuplicateIndex
+from enlace_data.corpus.dedup import DedupIndex
 from enlace_data.corpus.encode import (
     Encoder,
     SplitProgress,
+    complete_recorded_shards,
     encode_split,
     remove_stale_temporaries,
 )
@@ -41,10 +43,9 @@ from enlace_data.corpus.parallel import OrderedPool, init_prepare_worker, prepar
 from enlace_data.corpus.report import build_report, write_report
 from enlace_data.corpus.sources import SourceReader, resolve_source_files
 from enlace_data.errors import DataError
-from enlace_data.shards import SPLITS, list_shards
+from enlace_data.shards import MANIFEST_FILE, SPLITS, list_shards
 from enlace_data.tokenizer import MODEL_FILE, Tokenizer, train_tokenizer
 
-MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "enlace-corpus"
 MANIFEST_VERSION = 1
 PIPELINE_VERSION = 1  # bump when a stage's output changes for the same config
@@ -64,11 +65,7 @@ def _unit(*parts: str | bytes) -> float:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic({path: (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()})
 
 
 def _read_json(path: Path) -> Any:
@@ -95,6 +92,87 @@ def _counter() -> dict[str, int]:
     return {"docs": 0, "bytes": 0}
 
 
+class _PrepareRun:
+    """The prepare stage's decisions, in document order: dedup (on disk), split, weights, writes.
+
+    `seconds`: CPU seconds spent reading sources (main process), cleaning and filtering (summed
+    over the worker processes) and deciding duplicates (main process), for per-core rates that
+    other load on the machine does not distort (wall time would)."""
+
+    def __init__(self, cfg: CorpusConfig, tmp: dict[str, Path], index: DedupIndex) -> None:
+        self.cfg = cfg
+        self.index = index
+        self.files = {s: open(tmp[s], "w", encoding="utf-8") for s in SPLITS}  # noqa: SIM115
+        self.extreme: dict[str, tuple[float, str] | None] = {"train": None, "val": None}
+        self.seconds = {"read": 0.0, "clean": 0.0, "dedup": 0.0}
+
+    def _timed_batches(self, reader: SourceReader) -> Iterator[list[str]]:
+        batches = _raw_batches(reader, self.cfg.encoding.batch_chars)
+        while True:
+            t = time.thread_time()
+            batch = next(batches, None)
+            self.seconds["read"] += time.thread_time() - t
+            if batch is None:
+                return
+            yield batch
+
+    def source(self, i: int, reader: SourceReader, pool: OrderedPool, bar: Any) -> dict[str, Any]:
+        st: dict[str, Any] = {
+            "cleaned": _counter(),
+            "dropped": {k: _counter() for k in (*FILTERS, "exact_duplicate", "near_duplicate")},
+            "boilerplate_lines": 0,
+            "deduped": _counter(),
+            "train": {**_counter(), "words": 0},
+            "val": {**_counter(), "words": 0},
+        }
+        last = 0
+        for _, (results, seconds) in pool.map(prepare_batch, self._timed_batches(reader)):
+            self.seconds["clean"] += seconds
+            bar.update(reader.stats.bytes - last)
+            last = reader.stats.bytes
+            for text, nbytes, reason, key, sig, removed in results:
+                st["boilerplate_lines"] += removed
+                if reason is None:
+                    st["cleaned"]["docs"] += 1
+                    st["cleaned"]["bytes"] += nbytes
+                    t = time.thread_time()
+                    reason = self.index.check(key, sig)
+                    self.seconds["dedup"] += time.thread_time() - t
+                if reason is not None:
+                    st["dropped"][reason]["docs"] += 1
+                    st["dropped"][reason]["bytes"] += nbytes
+                    continue
+                st["deduped"]["docs"] += 1
+                st["deduped"]["bytes"] += nbytes
+                self._write(i, reader.source.weight, text, nbytes, key, st)
+        st["read"] = reader.stats.__dict__.copy()
+        return st
+
+    def _write(
+        self, i: int, weight: float, text: str, nbytes: int, key: bytes, st: dict[str, Any]
+    ) -> None:
+        u = _unit(self.cfg.split.salt, key)
+        split = "val" if u < self.cfg.split.val_fraction else "train"
+        reps = 1
+        if split == "train":
+            reps = int(weight) + (1 if _unit("weight", key) < weight - int(weight) else 0)
+        line = json.dumps({"s": i, "t": text, "r": reps, "k": key.hex()}, ensure_ascii=False)
+        self.files[split].write(line + "\n")
+        st[split]["docs"] += 1
+        st[split]["bytes"] += nbytes
+        st[split]["words"] += len(text.split())
+        # The document nearest the split boundary, in case a split stays empty.
+        score = u if split == "train" else -u
+        e = self.extreme[split]
+        if e is None or score < e[0]:
+            self.extreme[split] = (score, line)
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.index.close()
+
+
 class CorpusBuild:
     def __init__(
         self,
@@ -116,6 +194,8 @@ class CorpusBuild:
     def _prepare_fp(self) -> str:
         files = []
         for i, s in enumerate(self.cfg.sources):
+            if s.kind == "hub":  # described by its config (pin `revision` to freeze it)
+                continue
             for f in resolve_source_files(s, i, self.config_file):
                 st = f.stat()
                 files.append([s.name, str(f), st.st_size, st.st_mtime_ns])
@@ -140,12 +220,9 @@ class CorpusBuild:
         created_out = not self.out.exists()
         self.work.mkdir(parents=True, exist_ok=True)
         tmp = {s: self.work / f".docs-{s}.jsonl.tmp" for s in SPLITS}
-        files = {s: open(tmp[s], "w", encoding="utf-8") for s in SPLITS}  # noqa: SIM115 (closed below)
         stats: dict[str, Any] = {}
-        exact: set[bytes] = set()
-        near = NearDuplicateIndex(cfg.dedup) if cfg.dedup.near else None
-        extreme: dict[str, tuple[float, str] | None] = {"train": None, "val": None}
         t0 = time.perf_counter()
+        run = _PrepareRun(cfg, tmp, DedupIndex(cfg.dedup, self.work / "dedup.sqlite"))
         bar = tqdm(desc="prepare", unit="B", unit_scale=True, disable=self.progress_disabled)
         # Cleaning, filters, keys and MinHash signatures in the workers; decisions here, in order.
         pool: OrderedPool | None = None
@@ -153,67 +230,13 @@ class CorpusBuild:
             pool = OrderedPool(
                 cfg.encoding.workers,
                 init_prepare_worker,
-                (cfg.cleaning.model_dump(), cfg.dedup.model_dump() if near is not None else None),
+                (cfg.cleaning.model_dump(), cfg.dedup.model_dump() if cfg.dedup.near else None),
             )
             for i, source in enumerate(cfg.sources):
                 reader = SourceReader(source, i, cfg.cleaning, self.config_file)
-                st: dict[str, Any] = {
-                    "cleaned": _counter(),
-                    "dropped": {
-                        k: _counter() for k in (*FILTERS, "exact_duplicate", "near_duplicate")
-                    },
-                    "deduped": _counter(),
-                    "train": {**_counter(), "words": 0},
-                    "val": {**_counter(), "words": 0},
-                }
-                last = 0
-                for _, results in pool.map(
-                    prepare_batch, _raw_batches(reader, cfg.encoding.batch_chars)
-                ):
-                    bar.update(reader.stats.bytes - last)
-                    last = reader.stats.bytes
-                    for text, nbytes, reason, key, sig in results:
-                        if reason is None:
-                            st["cleaned"]["docs"] += 1
-                            st["cleaned"]["bytes"] += nbytes
-                            if cfg.dedup.exact and key in exact:
-                                reason = "exact_duplicate"
-                            elif (
-                                near is not None
-                                and sig is not None
-                                and near.seen_similar_signature(sig)
-                            ):
-                                reason = "near_duplicate"
-                            exact.add(key)
-                        if reason is not None:
-                            st["dropped"][reason]["docs"] += 1
-                            st["dropped"][reason]["bytes"] += nbytes
-                            continue
-                        st["deduped"]["docs"] += 1
-                        st["deduped"]["bytes"] += nbytes
-                        u = _unit(cfg.split.salt, key)
-                        split = "val" if u < cfg.split.val_fraction else "train"
-                        reps = 1
-                        if split == "train":
-                            w = source.weight
-                            reps = int(w) + (1 if _unit("weight", key) < w - int(w) else 0)
-                        line = json.dumps(
-                            {"s": i, "t": text, "r": reps, "k": key.hex()}, ensure_ascii=False
-                        )
-                        files[split].write(line + "\n")
-                        st[split]["docs"] += 1
-                        st[split]["bytes"] += nbytes
-                        st[split]["words"] += len(text.split())
-                        # The document nearest the split boundary, in case a split stays empty.
-                        score = u if split == "train" else -u
-                        e = extreme[split]
-                        if e is None or score < e[0]:
-                            extreme[split] = (score, line)
-                st["read"] = reader.stats.__dict__.copy()
-                stats[source.name] = st
+                stats[source.name] = run.source(i, reader, pool, bar)
         except BaseException:
-            for f in files.values():
-                f.close()
+            run.close()
             for p in tmp.values():
                 p.unlink(missing_ok=True)
             if created_out:
@@ -223,8 +246,8 @@ class CorpusBuild:
             bar.close()
             if pool is not None:
                 pool.close()
-        for f in files.values():
-            f.close()
+        run.close()
+        extreme = run.extreme
         total = {s: sum(v[s]["docs"] for v in stats.values()) for s in SPLITS}
         try:
             if total["train"] + total["val"] < 2:
@@ -243,8 +266,11 @@ class CorpusBuild:
         result = {
             "fingerprint": fp,
             "seconds": round(time.perf_counter() - t0, 3),
+            "stage_seconds": {k: round(v, 3) for k, v in run.seconds.items()},
             "sources": stats,
-            "near_dedup": {"bands": near.bands, "rows": near.rows} if near is not None else None,
+            "near_dedup": (
+                {"bands": run.index.bands, "rows": run.index.rows} if cfg.dedup.near else None
+            ),
         }
         _write_json(state_file, result)
         return result
@@ -358,6 +384,12 @@ class CorpusBuild:
                     path=self.out,
                 )
             state = {"fingerprint": fp, "splits": {}}
+        completed = sum(
+            complete_recorded_shards(self.out, SplitProgress.from_json(p))
+            for p in state["splits"].values()
+        )
+        if completed:
+            self.log(f"encode: completed {completed} recorded shard(s) a kill left unrenamed")
         removed = remove_stale_temporaries(self.out)
         if removed:
             self.log(
@@ -469,7 +501,7 @@ class CorpusBuild:
             tokens = sum(s["tokens"] for s in prog.shards)
             text_bytes = sum(s["text_bytes"] for s in prog.shards)
             out_splits[split] = {
-                "shards": prog.shards,
+                "shards": [{k: v for k, v in s.items() if k != "tmp"} for s in prog.shards],
                 "tokens": tokens,
                 "text_bytes": text_bytes,
                 "documents": sum(s["documents"] for s in prog.shards),

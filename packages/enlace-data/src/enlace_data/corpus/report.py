@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from enlace_config.schema.corpus import CorpusConfig
 
+from enlace_data._fs import write_atomic
+from enlace_data.corpus.cleaning import FILTERS
 from enlace_data.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from enlace_data.corpus.encode import SplitProgress
 
 STEPS = ("read", "cleaned", "deduped", "train", "val")
+DROPS = (*FILTERS, "exact_duplicate", "near_duplicate")
 
 
 def build_report(
@@ -35,6 +38,9 @@ def build_report(
             "bad_utf8_bytes": st["read"]["bad_utf8_bytes"],
             "bad_utf8_dropped": st["read"]["bad_utf8_dropped"],
             "gutenberg_files": st["read"]["gutenberg_files"],
+            "null_docs": st["read"].get("null_docs", 0),
+            "stopped_at_limit": st["read"].get("stopped_at_limit", False),
+            "boilerplate_lines": st.get("boilerplate_lines", 0),
             "cleaned": st["cleaned"],
             "dropped": st["dropped"],
             "deduped": st["deduped"],
@@ -61,6 +67,7 @@ def build_report(
         "tokenizer_id": tok.tokenizer_id,
         "vocab_size": tok.vocab_size,
         "near_dedup": prepared.get("near_dedup"),
+        "prepare_seconds": prepared.get("stage_seconds"),
         "sources": sources,
         "tokenizer_efficiency_val": efficiency,
         "seconds": timings,
@@ -77,22 +84,13 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         f"Tokenizer {report['tokenizer_id']} (vocabulary {report['vocab_size']}).",
         "",
-        "| source | read docs / MB | cleaned docs / MB | dropped (short, repeated, not es, exact, near) "
+        f"| source | read docs / MB | cleaned docs / MB | dropped ({', '.join(DROPS)}) "
         "| deduped docs / MB | train docs / MB / tokens | val docs / MB / tokens |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, r in report["sources"].items():
         d = r["dropped"]
-        dropped = ", ".join(
-            str(d[k]["docs"])
-            for k in (
-                "too_short",
-                "repeated_lines",
-                "not_spanish",
-                "exact_duplicate",
-                "near_duplicate",
-            )
-        )
+        dropped = ", ".join(str(d.get(k, {"docs": 0})["docs"]) for k in DROPS)
         lines.append(
             f"| {name} | {r['read']['docs']} / {_mb(r['read']['bytes'])} "
             f"| {r['cleaned']['docs']} / {_mb(r['cleaned']['bytes'])} | {dropped} "
@@ -103,12 +101,22 @@ def format_report(report: dict[str, Any]) -> str:
     bad = {n: r["bad_utf8_bytes"] for n, r in report["sources"].items() if r["bad_utf8_bytes"]}
     if bad:
         lines += ["", "Invalid UTF-8 bytes: " + ", ".join(f"{n} {b}" for n, b in bad.items())]
+    for key, what in (
+        ("boilerplate_lines", "Boilerplate lines removed"),
+        ("null_docs", "Null texts skipped (parquet)"),
+    ):
+        found = {n: r.get(key, 0) for n, r in report["sources"].items() if r.get(key)}
+        if found:
+            lines += ["", f"{what}: " + ", ".join(f"{n} {c}" for n, c in found.items())]
+    limited = [n for n, r in report["sources"].items() if r.get("stopped_at_limit")]
+    if limited:
+        lines += ["", "Stopped at max_bytes / max_docs: " + ", ".join(limited)]
     e = report["tokenizer_efficiency_val"]
     lines += [
         "",
-        "Read MB are file bytes (headers included); the other MB are UTF-8 bytes of cleaned text. "
-        "Documents are dropped as too_short, repeated_lines, not_spanish, then exact and near "
-        "duplicates of earlier documents.",
+        "Read MB are file bytes (headers included; parquet: text bytes); the other MB are UTF-8 "
+        "bytes of cleaned text. Documents are dropped by the filters in the order listed, then as "
+        "exact and near duplicates of earlier documents.",
         "",
         f"Validation split: {e['val_text_bytes']} bytes, {e['val_tokens']} tokens, {e['val_words']} "
         f"words: **{e['bytes_per_token']} bytes/token**, {e['tokens_per_word']} tokens/word "
@@ -116,9 +124,21 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         "Seconds: " + ", ".join(f"{k} {v}" for k, v in report["seconds"].items()),
     ]
+    if report.get("prepare_seconds"):
+        lines.append(
+            "Prepare, seconds: "
+            + ", ".join(f"{k} {v}" for k, v in report["prepare_seconds"].items())
+            + " (clean: summed over worker processes)"
+        )
     return "\n".join(lines) + "\n"
 
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> None:
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    (out_dir / "report.md").write_text(format_report(report))
+    write_atomic(
+        {
+            out_dir / "report.json": (
+                json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+            ).encode(),
+            out_dir / "report.md": format_report(report).encode(),
+        }
+    )

@@ -10,6 +10,12 @@
   line (looked for in the first 1,000 lines) and from "End of (the) Project Gutenberg ..." or
   "*** END OF ..." on is dropped, and so is every paragraph naming Project Gutenberg or its
   producers ("Produced by ...", pgdp.net): once the header goes, the trademark must go too.
+- A ``.parquet`` row is one document: the string in the source's `text_field` column. The file is
+  streamed a batch of rows at a time (pyarrow's `iter_batches`, one column), so memory stays bounded
+  whatever the file's size; null values are skipped (counted as empty documents).
+- Sources of kind hub are parquet files of a Hugging Face Hub dataset (`enlace_data.corpus.hub`).
+- `max_bytes` / `max_docs` stop a source after about that much raw text (the document that crosses
+  the limit is the last) or that many documents, in file order.
 - Bytes that are not UTF-8 follow `cleaning.bad_utf8` (error / replace / drop) and are counted.
 """
 
@@ -28,7 +34,8 @@ from enlace_config.schema.corpus import CleaningConfig, CorpusSource
 
 from enlace_data.errors import DataError
 
-SUFFIXES = (".txt", ".jsonl", ".jsonl.gz")
+SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
+PARQUET_BATCH_ROWS = 512  # rows per pyarrow batch: a few MB of web text at a time
 _PG_START = re.compile(r"^\s*\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
 _PG_END = re.compile(
     r"^\s*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|End of (the )?Project Gutenberg)",
@@ -58,6 +65,8 @@ class ReadStats:
     bad_utf8_bytes: int = 0
     bad_utf8_dropped: int = 0  # jsonl documents (or txt lines) dropped under bad_utf8: drop
     gutenberg_files: int = 0
+    null_docs: int = 0  # parquet rows whose text is null
+    stopped_at_limit: bool = False  # max_bytes or max_docs ended the source early
 
 
 @dataclass
@@ -76,14 +85,30 @@ class SourceReader:
     config_file: str = "<config>"
     stats: ReadStats = field(default_factory=ReadStats)
 
-    def files(self) -> list[Path]:
-        return resolve_source_files(self.source, self.index, self.config_file)
+    def files(self) -> Iterator[Path]:
+        if self.source.kind == "hub":
+            from enlace_data.corpus.hub import hub_files
+
+            return hub_files(self.source, _where(self.source, self.index, self.config_file))
+        return iter(resolve_source_files(self.source, self.index, self.config_file))
 
     def __iter__(self) -> Iterator[RawDoc]:
+        max_bytes, max_docs = self.source.max_bytes, self.source.max_docs
+        for doc in self._documents():
+            yield doc
+            if (max_docs is not None and self.stats.docs >= max_docs) or (
+                max_bytes is not None and self.stats.bytes >= max_bytes
+            ):
+                self.stats.stopped_at_limit = True
+                return  # closes the file being read; a hub source downloads nothing more
+
+    def _documents(self) -> Iterator[RawDoc]:
         for path in self.files():
             self.stats.files += 1
             if path.name.endswith(".txt"):
                 yield from self._txt(path)
+            elif path.name.endswith(".parquet"):
+                yield from self._parquet(path)
             else:
                 yield from self._jsonl(path)
 
@@ -212,6 +237,56 @@ class SourceReader:
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"{path}: cannot read ({e})", path=path) from e
 
+    # --- .parquet ---------------------------------------------------------------------------
+    def _parquet(self, path: Path) -> Iterator[RawDoc]:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise DataError(
+                f"{path}: reading parquet needs pyarrow: install enlace-data's web extra "
+                "(pip install 'enlace-data[web]', or uv sync --extra web)",
+                path=path,
+            ) from None
+        column = self.source.text_field
+        try:
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
+            if column not in names:
+                raise DataError(
+                    f"{path}: no column {column!r} (columns: {', '.join(names[:20])}); set "
+                    f"text_field of source {self.source.name!r} in {self.config_file}",
+                    path=path,
+                )
+            row = 0
+            # One thread: the workers need the other cores, and CPU time stays accountable.
+            batches = pf.iter_batches(
+                batch_size=PARQUET_BATCH_ROWS, columns=[column], use_threads=False
+            )
+            for batch in batches:
+                for text in batch.column(0).to_pylist():
+                    row += 1
+                    if text is None:
+                        self.stats.null_docs += 1
+                        continue
+                    if not isinstance(text, str):
+                        raise DataError(
+                            f"{path}: column {column!r} holds {type(text).__name__} values, not "
+                            f"text (row {row}); set text_field of source {self.source.name!r} to "
+                            f"a string column in {self.config_file}",
+                            path=path,
+                        )
+                    self.stats.docs += 1
+                    self.stats.bytes += len(text.encode("utf-8"))
+                    yield RawDoc(text, f"{path}:row {row}")
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            if isinstance(e, DataError):
+                raise
+            raise DataError(f"{path}: cannot read as parquet ({e})", path=path) from e
+
+
+def _where(source: CorpusSource, index: int, config_file: str) -> str:
+    return f"sources[{index}] ({source.name!r}) in {config_file}"
+
 
 def _paragraphs(lines: Iterator[tuple[int, str]], unwrap_min: int) -> Iterator[tuple[int, str]]:
     """(first line number, paragraph text) for each run of non-blank lines."""
@@ -239,6 +314,7 @@ def _unwrap(block: list[str], unwrap_min: int) -> str:
 def resolve_source_files(source: CorpusSource, index: int, config_file: str) -> list[Path]:
     """The files of a source, sorted; a clear DataError when the path is missing or holds none."""
     raw = source.path
+    assert raw is not None, "a source of kind files has a path (checked by the schema)"
     p = Path(os.path.expandvars(os.path.expanduser(raw)))
     where = f"sources[{index}].path ({source.name!r}) in {config_file}"
     if not p.exists():
