@@ -4,10 +4,7 @@ gives Enlace's ids (byte-level and SentencePiece); load_model reads the folder b
 
 from __future__ import annotations
 
-import io
 import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -91,108 +88,51 @@ def test_byte_level_tokenizer_ids_are_the_byte_values(tmp_path, tiny_config, per
 
 
 # --- SentencePiece ------------------------------------------------------------------------------
-SPECIAL_TOKENS = [
-    "<unk>",
-    "<|endoftext|>",
-    "<|system|>",
-    "<|user|>",
-    "<|assistant|>",
-    "<|end|>",
-    "<|tool_call|>",
-    "<|tool_result|>",
-    *(f"<|reserved_{i}|>" for i in range(8)),
-]
-
-BUILTIN_SPANISH = """\
-En un lugar de la Mancha, de cuyo nombre no quiero acordarme, no ha mucho tiempo que vivía un \
-hidalgo de los de lanza en astillero, adarga antigua, rocín flaco y galgo corredor.
-Una olla de algo más vaca que carnero, salpicón las más noches, duelos y quebrantos los sábados, \
-lentejas los viernes, algún palomino de añadidura los domingos, consumían las tres partes de su hacienda.
-El resto della concluían sayo de velarte, calzas de velludo para las fiestas, con sus pantuflos de \
-lo mesmo, y los días de entresemana se honraba con su vellorí de lo más fino.
-Tenía en su casa una ama que pasaba de los cuarenta, y una sobrina que no llegaba a los veinte, y un \
-mozo de campo y plaza, que así ensillaba el rocín como tomaba la podadera.
-Frisaba la edad de nuestro hidalgo con los cincuenta años; era de complexión recia, seco de carnes, \
-enjuto de rostro, gran madrugador y amigo de la caza.
-En 1605 y en 1615 se publicaron las dos partes; costaban 290 maravedís y 3 reales.
-"""
+# A stand-in chat template over the tokenizer's own special tokens (the chat stage writes the real
+# one into the checkpoint): it checks the hook, not the format.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
-def spanish_lines() -> list[str]:
-    """Built-in Spanish, plus a slice of a shared public-domain book when the data is there."""
-    lines = BUILTIN_SPANISH.splitlines()
-    root = os.environ.get("ENLACE_SHARED_DATA")
-    books = sorted(Path(root, "es-pd").glob("*.txt")) if root else []
-    if books:
-        text = books[0].read_text(encoding="utf-8", errors="replace")[20000:50000]
-        lines += [line for line in text.splitlines() if line.strip()]
-    return lines
-
-
-def train_sentencepiece(lines: list[str]) -> bytes:
-    """A tiny SentencePiece model trained with enlace-data's options (see its tokenizer.py)."""
-    spm = pytest.importorskip("sentencepiece")
-    buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines),
-        model_writer=buf,
-        vocab_size=600,
-        model_type="bpe",
-        byte_fallback=True,
-        split_digits=True,
-        normalization_rule_name="identity",
-        add_dummy_prefix=False,
-        remove_extra_whitespaces=False,
-        allow_whitespace_only_pieces=True,
-        unk_id=0,
-        bos_id=-1,
-        eos_id=-1,
-        pad_id=-1,
-        control_symbols=SPECIAL_TOKENS[1:],
-        user_defined_symbols=["\n"],
-        character_coverage=0.9995,
-        input_sentence_size=0,
-        shuffle_input_sentence=False,
-        max_sentencepiece_length=16,
-        hard_vocab_limit=False,
-        num_threads=1,
-        minloglevel=2,
-    )
-    return buf.getvalue()
-
-
-def test_sentencepiece_tokenizer_gives_enlace_ids(tmp_path, tiny_config, perturb_norms):
+def test_sentencepiece_tokenizer_gives_enlace_ids(tmp_path, sentencepiece_run):
     spm = pytest.importorskip("sentencepiece")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    lines = spanish_lines()
-    proto = train_sentencepiece(lines)
+    sp_run = sentencepiece_run(chat_template=CHAT_TEMPLATE)
+    proto, lines = sp_run.proto, sp_run.lines
     sp = spm.SentencePieceProcessor(model_proto=proto)
     vocab = sp.get_piece_size()
-    cfg = tiny_config(vocab_size=vocab)
-    model = build_model(cfg)
-    perturb_norms(model)
-    special = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
-    with atomic_checkpoint(tmp_path / "run", 1) as d:
-        save_model(d, model, cfg)
-        (d / "tokenizer.model").write_bytes(proto)
-        info = {"kind": "sentencepiece", "special_ids": special, "eot_id": 1, "vocab_size": vocab}
-        (d / "tokenizer.json").write_text(json.dumps(info))
-    out = export_hf(tmp_path / "run", tmp_path / "hf")
+    out = export_hf(sp_run.run, tmp_path / "hf")
     assert (out / "tokenizer.model").read_bytes() == proto
     tok = AutoTokenizer.from_pretrained(out)
     assert len(tok) == vocab
     samples = TEXTS + lines[:200] + ["".join(lines[:3]), "\n".join(lines[3:6])]
     for text in samples:
         want = sp.encode(text)
-        assert tok(text, add_special_tokens=True)["input_ids"] == want, text
+        got = tok(text, add_special_tokens=True)["input_ids"]
+        if "<|endoftext|>" in text:  # the documented difference: special strings become ids
+            assert 1 in got and 1 not in want, text
+            continue
+        assert got == want, text
         assert tok.decode(want) == sp.decode(want)
-    assert tok.eos_token_id == 1
+    assert tok.eos_token_id == 1 and tok.pad_token_id == 1
     assert tok.convert_ids_to_tokens([0, 1, 5]) == ["<unk>", "<|endoftext|>", "<|end|>"]
+    # The chat template renders to the special ids (split_special_tokens false).
+    chat = [{"role": "user", "content": "¿Qué hora es?"}]
+    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert ids == [3, *sp.encode("¿Qué hora es?"), 5, 4]
     gen = json.loads((out / "generation_config.json").read_text())
-    assert gen["eos_token_id"] == 1
+    assert gen["eos_token_id"] == 1 and gen["max_new_tokens"] == sp_run.cfg.context_length
+    assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
     hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     assert hf.generation_config.eos_token_id == 1
+    assert hf.generation_config.max_new_tokens == sp_run.cfg.context_length
+    card = (out / "README.md").read_text()
+    assert "language:\n- es" in card and "license: mit" in card and "llama-server" in card
+    assert "plantilla de chat" in card and f"{vocab} piezas" in card
 
 
 def test_cli_export_and_errors(tmp_path, tiny_config, perturb_norms, capsys):

@@ -5,6 +5,7 @@
         model.json          {"format": "enlace-checkpoint", "format_version": 1, "config": {...}}
         tokenizer.model     the SentencePiece model, when the run has one
         tokenizer.json      the tokenizer's description and special-token ids (enlace-data's)
+        chat_template.jinja the chat template, for a model trained to converse (optional)
         trainer_state.pt    the trainer's state (optimizer, RNGs, loader...), its own format
         COMPLETE            written last: {"format_version", "step", "files": {name: {sha256, bytes}}}
 
@@ -74,6 +75,8 @@ TOKENIZER_INFO_FILE = "tokenizer.json"
 TRAINER_STATE_FILE = "trainer_state.pt"
 COMPLETE_FILE = "COMPLETE"
 HF_CONFIG_FILE = "config.json"
+HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
 _STEP_RE = re.compile(r"^step_(\d+)$")
 _TMP_PREFIX = ".tmp-"
 

@@ -1,5 +1,6 @@
-"""`enlace-model`: developer commands on checkpoints. `export CHECKPOINT OUT_DIR` writes a Hugging
-Face folder. Errors a user can fix print one paragraph and exit 2; `--debug` shows tracebacks."""
+"""`enlace-model`: developer commands on checkpoints. `export CHECKPOINT OUT` writes a Hugging Face
+folder, or with `--format gguf` one GGUF file for llama.cpp. Errors a user can fix print one
+paragraph and exit 2; `--debug` shows tracebacks."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from enlace_model.gguf_export import GGUF_TYPES  # the package's __init__ has imported torch anyway
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="enlace-model", description=__doc__)
@@ -15,24 +18,40 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     ex = sub.add_parser(
         "export",
-        help="write a Hugging Face folder (Qwen3 architecture) with the tokenizer files",
+        help="write a Hugging Face folder (Qwen3 architecture) or a GGUF file for llama.cpp",
         description="Export a checkpoint (or a run directory's newest complete checkpoint) as a "
-        "Hugging Face folder: config.json, model.safetensors, generation_config.json, tokenizer.",
+        "Hugging Face folder (config.json, model.safetensors, generation_config.json, tokenizer, "
+        "README.md model card) or, with --format gguf, as one GGUF file that llama.cpp runs.",
     )
     ex.add_argument("checkpoint", help="a run directory or a checkpoints/step_<N> directory")
-    ex.add_argument("out_dir", help="the folder to write (new, empty, or an earlier export)")
+    ex.add_argument(
+        "out", help="hf: the folder to write (new, empty, or an earlier export); gguf: the file"
+    )
+    ex.add_argument("--format", choices=("hf", "gguf"), default="hf", help="default: hf")
+    ex.add_argument(
+        "--type",
+        choices=GGUF_TYPES,
+        default="f16",
+        help="gguf only: weight type (q8_0 for a home server; q4_0 is 4-bit). Default: f16",
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from enlace_model.errors import CheckpointError
-    from enlace_model.export import export_hf
 
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            out = export_hf(args.checkpoint, args.out_dir)
+            if args.format == "gguf":
+                from enlace_model.gguf_export import export_gguf
+
+                out = export_gguf(args.checkpoint, args.out, outtype=args.type)
+            else:
+                from enlace_model.export import export_hf
+
+                out = export_hf(args.checkpoint, args.out)
         for w in caught:
             print(f"warning: {w.message}", file=sys.stderr)
     except (CheckpointError, OSError) as e:

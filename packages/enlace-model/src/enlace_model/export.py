@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import struct
 import warnings
 from collections.abc import Iterator, Mapping
@@ -45,7 +44,10 @@ from pydantic import ValidationError
 from torch import Tensor
 
 from enlace_model.checkpoint import (
+    CHAT_TEMPLATE_FILE,
+    CONFIG_FILE,
     HF_CONFIG_FILE,
+    HF_TOKENIZER_CONFIG_FILE,
     MODEL_FILE,
     TOKENIZER_INFO_FILE,
     TOKENIZER_MODEL_FILE,
@@ -55,6 +57,7 @@ from enlace_model.checkpoint import (
     write_safetensors,
 )
 from enlace_model.errors import CheckpointError
+from enlace_model.model_card import model_card
 
 __all__ = ["config_from_hf", "export_hf", "hf_config", "state_dict_from_hf", "state_dict_to_hf"]
 
@@ -411,6 +414,109 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 # --- export -------------------------------------------------------------------------------------
+# The license the exported weights are published under: the project's own.
+WEIGHTS_LICENSE = "mit"
+
+
+def chat_template(ckpt: Path) -> str | None:
+    """The checkpoint's chat template: chat_template.jinja, else a `chat_template` in its
+    tokenizer_config.json; None when the model has none (a base model)."""
+    jinja = ckpt / CHAT_TEMPLATE_FILE
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    config = ckpt / HF_TOKENIZER_CONFIG_FILE
+    if config.is_file():
+        try:
+            value = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
+        except (OSError, ValueError, AttributeError) as e:
+            raise CheckpointError(f"{config}: unreadable tokenizer config ({e})") from e
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def tokenizer_files(ckpt: Path, cfg: ModelConfig) -> dict[str, Any]:
+    """The tokenizer files of the Hugging Face folder for this checkpoint, by file name: JSON data
+    for tokenizer.json, tokenizer_config.json and special_tokens_map.json, bytes for
+    tokenizer.model. The GGUF export reads its vocabulary from the same data. Empty, with a
+    warning, for a model whose tokenizer is not in the checkpoint."""
+    if (ckpt / HF_CONFIG_FILE).is_file() and not (ckpt / CONFIG_FILE).is_file():
+        return _hf_folder_tokenizer_files(ckpt)
+    sp_model = ckpt / TOKENIZER_MODEL_FILE
+    template = chat_template(ckpt)
+    common: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": cfg.context_length,
+        "clean_up_tokenization_spaces": False,
+        # A chat template is rendered as text, then tokenized: its special-token strings must
+        # become the special ids. (Enlace's own encode never makes a special id from text; this
+        # is the one place the two differ, documented in the model card.)
+        "split_special_tokens": False,
+    }
+    if template is not None:
+        common["chat_template"] = template
+    if sp_model.is_file():
+        proto = sp_model.read_bytes()
+        tok = sentencepiece_tokenizer_json(proto, str(sp_model))
+        if len(tok["model"]["vocab"]) != cfg.vocab_size:
+            raise CheckpointError(
+                f"{sp_model}: {len(tok['model']['vocab'])} pieces but the model has "
+                f"vocab_size {cfg.vocab_size}"
+            )
+        special = _special_ids(ckpt)
+        eos = _eot_id(ckpt, special)
+        eos_piece = next((p for p, i in special.items() if i == eos), None)
+        unk = tok["model"]["unk_token"]
+        tokens = {"bos_token": eos_piece, "eos_token": eos_piece, "pad_token": eos_piece}
+        tokens = {k: v for k, v in tokens.items() if v is not None}
+        if unk is not None:
+            tokens["unk_token"] = unk
+        config = common | {"add_bos_token": False, "add_eos_token": False, **tokens}
+        return {
+            "tokenizer.json": tok,
+            HF_TOKENIZER_CONFIG_FILE: config,
+            "special_tokens_map.json": tokens,
+            TOKENIZER_MODEL_FILE: proto,
+        }
+    if cfg.vocab_size == 256:
+        return {"tokenizer.json": byte_tokenizer_json(), HF_TOKENIZER_CONFIG_FILE: common}
+    warnings.warn(
+        f"{ckpt}: no {TOKENIZER_MODEL_FILE} beside a model with vocab_size {cfg.vocab_size}: "
+        f"exported without tokenizer files (copy the corpus's tokenizer.model into the "
+        f"checkpoint and export again)",
+        stacklevel=3,
+    )
+    return {}
+
+
+def _hf_folder_tokenizer_files(folder: Path) -> dict[str, Any]:
+    """The tokenizer files of an exported folder as they are, also after transformers'
+    `save_pretrained` (which drops tokenizer.model: tokenizer.json carries everything needed)."""
+    files: dict[str, Any] = {}
+    for name in ("tokenizer.json", HF_TOKENIZER_CONFIG_FILE):
+        f = folder / name
+        if f.is_file():
+            try:
+                files[name] = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise CheckpointError(f"{f}: unreadable ({e})") from e
+    if "tokenizer.json" not in files:
+        return {}
+    template = chat_template(folder)
+    if template is not None:
+        files.setdefault(HF_TOKENIZER_CONFIG_FILE, {})["chat_template"] = template
+    return files
+
+
+def token_id(files: Mapping[str, Any], role: str) -> int | None:
+    """The id of a tokenizer role (bos_token, eos_token, pad_token, unk_token) in the files of
+    `tokenizer_files`, or None."""
+    piece = files.get(HF_TOKENIZER_CONFIG_FILE, {}).get(role)
+    if piece is None:
+        return None
+    return files["tokenizer.json"]["model"]["vocab"][piece]
+
+
 def export_hf(checkpoint: PathLike, out_dir: PathLike) -> Path:
     """Write a Hugging Face folder for a checkpoint (or a run directory's newest). Returns it."""
     ckpt = resolve_checkpoint(checkpoint)
@@ -425,63 +531,21 @@ def export_hf(checkpoint: PathLike, out_dir: PathLike) -> Path:
         )
     out.mkdir(parents=True, exist_ok=True)
 
-    sp_model = ckpt / TOKENIZER_MODEL_FILE
-    special = _special_ids(ckpt)
-    eos = _eot_id(ckpt, special) if sp_model.is_file() else None
-
+    files = tokenizer_files(ckpt, cfg)
+    eos, pad = token_id(files, "eos_token"), token_id(files, "pad_token")
     write_safetensors(out / MODEL_FILE, state_dict_to_hf(state), {"format": "pt"})
-    _write_json(out / HF_CONFIG_FILE, hf_config(cfg, eos_token_id=eos))
-    generation: dict[str, Any] = {"do_sample": False}
+    config = hf_config(cfg, eos_token_id=eos) | {"pad_token_id": pad}
+    _write_json(out / HF_CONFIG_FILE, config)
+    # A plain generate() should not stop after transformers' default of 20 new tokens: allow a
+    # whole context's worth, the longest continuation the model was trained to attend over.
+    generation: dict[str, Any] = {"do_sample": False, "max_new_tokens": cfg.context_length}
     if eos is not None:
-        generation |= {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
+        generation |= {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": pad}
     _write_json(out / "generation_config.json", generation)
-
-    if sp_model.is_file():
-        proto = sp_model.read_bytes()
-        tok = sentencepiece_tokenizer_json(proto, str(sp_model))
-        if len(tok["model"]["vocab"]) != cfg.vocab_size:
-            raise CheckpointError(
-                f"{sp_model}: {len(tok['model']['vocab'])} pieces but the model has "
-                f"vocab_size {cfg.vocab_size}"
-            )
-        _write_json(out / "tokenizer.json", tok)
-        shutil.copyfile(sp_model, out / TOKENIZER_MODEL_FILE)
-        eos_piece = next((p for p, i in special.items() if i == eos), None)
-        unk = tok["model"]["unk_token"]
-        tokens = {"bos_token": eos_piece, "eos_token": eos_piece, "pad_token": eos_piece}
-        tokens = {k: v for k, v in tokens.items() if v is not None}
-        if unk is not None:
-            tokens["unk_token"] = unk
-        _write_json(
-            out / "tokenizer_config.json",
-            {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "model_max_length": cfg.context_length,
-                "clean_up_tokenization_spaces": False,
-                "add_bos_token": False,
-                "add_eos_token": False,
-                # Enlace never makes a special token from text: "<|endoftext|>" typed by a user
-                # is ordinary text (SentencePiece control symbols are not matched in the input).
-                "split_special_tokens": True,
-                **tokens,
-            },
-        )
-        _write_json(out / "special_tokens_map.json", tokens)
-    elif cfg.vocab_size == 256:
-        _write_json(out / "tokenizer.json", byte_tokenizer_json())
-        _write_json(
-            out / "tokenizer_config.json",
-            {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "model_max_length": cfg.context_length,
-                "clean_up_tokenization_spaces": False,
-            },
-        )
-    else:
-        warnings.warn(
-            f"{ckpt}: no {TOKENIZER_MODEL_FILE} beside a model with vocab_size {cfg.vocab_size}: "
-            f"exported without tokenizer files (copy the corpus's tokenizer.model into the "
-            f"checkpoint and export again)",
-            stacklevel=2,
-        )
+    for name, data in files.items():
+        if isinstance(data, bytes):
+            (out / name).write_bytes(data)
+        else:
+            _write_json(out / name, data)
+    (out / "README.md").write_text(model_card(ckpt, cfg, state, files), encoding="utf-8")
     return out

@@ -1,0 +1,253 @@
+"""Export to GGUF, the file llama.cpp runs, written with the `gguf` library (llama.cpp's own).
+
+Straight from a checkpoint or run directory; no Hugging Face folder and no converter in between.
+
+- Architecture: `qwen3` (QK-norm), llama.cpp's name for exactly our layout (rotary on halves, per-head
+  q/k RMSNorm before the rotation, SwiGLU, no biases). A model without QK-norm is `llama`, whose
+  rotary rotates interleaved pairs: its q/k rows are permuted as llama.cpp's own converter does.
+  Tensor names come from the Hugging Face names (export.py) through gguf's own name table.
+- Every hyperparameter: context, width, depth, heads, kv heads, head dim, SwiGLU width, RMSNorm eps,
+  rotary base, vocabulary size.
+- Tokenizer, read from the same files the Hugging Face export writes (`export.tokenizer_files`):
+  * SentencePiece: llama.cpp's SentencePiece tokenizer (`llama`): every piece with its type
+    (normal, byte, control, user-defined, unknown) and a score that orders the merges as
+    SentencePiece does (its BPE pieces are sorted by score, so minus the id keeps the order);
+    `add_space_prefix` false (llama.cpp's default, true, changes every prompt), byte fallback
+    through the `<0xNN>` pieces, BOS/EOS/padding = <|endoftext|>, end of turn = <|end|>.
+  * bytes: a byte-level BPE vocabulary (`gpt2`) whose token i is byte i, with no merge that can
+    ever apply: every string tokenizes to its UTF-8 bytes, U+2581 included (a SentencePiece-type
+    vocabulary would turn spaces into U+2581 first). GGUF cannot hold an empty array and llama.cpp
+    requires the merges key, so one inert merge of two multi-character strings is written (no
+    symbol longer than one character ever exists without a merge, so it never applies).
+  * the chat template, when the checkpoint has one (`export.chat_template`).
+- Weights: `f32`, `f16`, `q8_0`, or `q4_0` (4-bit, the token embedding kept in q8_0), quantized by
+  gguf's own quantizer; norms stay f32, and a matrix whose rows do not fill whole quantization
+  blocks falls back to f16, as llama.cpp's converter does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from enlace_config.schema.model import ModelConfig
+from torch import Tensor
+
+from enlace_model.checkpoint import load_state_dict, read_model_config, resolve_checkpoint
+from enlace_model.errors import CheckpointError
+from enlace_model.export import (
+    HF_TOKENIZER_CONFIG_FILE,
+    WEIGHTS_LICENSE,
+    state_dict_to_hf,
+    token_id,
+    tokenizer_files,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["GGUF_TYPES", "export_gguf", "gguf_tensor_names"]
+
+PathLike = str | os.PathLike[str]
+GGUF_TYPES = ("f32", "f16", "q8_0", "q4_0")
+INERT_MERGE = "<0x00> <0x00>"  # see the module docstring: never applies to one-character symbols
+_END_OF_TURN = "<|end|>"
+
+
+def gguf_tensor_names(cfg: ModelConfig, names: list[str]) -> dict[str, str]:
+    """GGUF tensor name for each Enlace state-dict key, through gguf's table of HF names."""
+    import gguf
+
+    arch = gguf.MODEL_ARCH.QWEN3 if cfg.qk_norm else gguf.MODEL_ARCH.LLAMA
+    table = gguf.get_tensor_name_map(arch, cfg.n_layers)
+    hf = state_dict_to_hf(dict.fromkeys(names))  # type: ignore[arg-type]
+    out = {}
+    for enlace, hf_name in zip(names, hf, strict=True):
+        gguf_name = table.get_name(hf_name, try_suffixes=(".weight",))
+        if gguf_name is None:
+            raise CheckpointError(f"tensor {enlace!r} ({hf_name}) has no GGUF name")
+        out[enlace] = gguf_name
+    return out
+
+
+def _permute_rotary(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Rows of q or k from the halves convention to llama's interleaved pairs (llama.cpp's
+    converter's `permute`)."""
+    return (
+        w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
+
+
+def _quantize(name: str, w: np.ndarray, outtype: str) -> tuple[np.ndarray, Any]:
+    """(data, GGML type) for one tensor."""
+    import gguf
+    import numpy as np
+
+    types = gguf.GGMLQuantizationType
+    if w.ndim < 2 or outtype == "f32":
+        return w.astype(np.float32), types.F32
+    wanted = {"f16": types.F16, "q8_0": types.Q8_0, "q4_0": types.Q4_0}[outtype]
+    if wanted == types.Q4_0 and name == "token_embd.weight":
+        wanted = types.Q8_0  # the embedding (and tied head) loses most from 4 bits
+    if wanted != types.F16 and w.shape[-1] % gguf.GGML_QUANT_SIZES[wanted][0]:
+        wanted = types.F16
+    return gguf.quantize(w, wanted), wanted
+
+
+def _tensors(cfg: ModelConfig, state: Mapping[str, Tensor], outtype: str):
+    """(gguf name, data, GGML type) for every tensor, in the checkpoint's order."""
+    names = gguf_tensor_names(cfg, list(state))
+    for key, t in state.items():
+        w = t.detach().float().cpu().numpy()
+        if not cfg.qk_norm and key.endswith("attn.q_proj.weight"):
+            w = _permute_rotary(w, cfg.n_heads)
+        elif not cfg.qk_norm and key.endswith("attn.k_proj.weight"):
+            w = _permute_rotary(w, cfg.n_kv_heads)
+        data, qtype = _quantize(names[key], w, outtype)
+        yield names[key], data, qtype
+
+
+def _add_hyperparameters(w: Any, cfg: ModelConfig, name: str, outtype: str) -> None:
+    import gguf
+
+    file_types = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+    }
+    w.add_name(name)
+    w.add_license(WEIGHTS_LICENSE)
+    w.add_languages(["es"])
+    w.add_file_type(file_types[outtype])
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_context_length(cfg.context_length)
+    w.add_embedding_length(cfg.d_model)
+    w.add_block_count(cfg.n_layers)
+    w.add_feed_forward_length(cfg.ffn_hidden)
+    w.add_head_count(cfg.n_heads)
+    w.add_head_count_kv(cfg.n_kv_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_theta)
+    w.add_layer_norm_rms_eps(cfg.norm_eps)
+
+
+def _vocabulary(tok: Mapping[str, Any]) -> tuple[str, list[str], list[float], list[int]]:
+    """(tokenizer model, tokens, scores, types) from a Hugging Face tokenizer.json."""
+    import gguf
+
+    kinds = gguf.TokenType
+    model = tok["model"]
+    by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
+    added = {a["id"]: a for a in tok.get("added_tokens", [])}
+    tokens = [piece for piece, _ in by_id] + [
+        added[i]["content"] for i in sorted(added) if i >= len(by_id)
+    ]
+    if [i for _, i in by_id] != list(range(len(by_id))):
+        raise CheckpointError("tokenizer.json: the vocabulary ids are not 0..n-1")
+    byte_fallback = bool(model.get("byte_fallback"))
+    types, scores = [], []
+    for i, piece in enumerate(tokens):
+        a = added.get(i)
+        if a is not None and piece == model.get("unk_token"):
+            kind = kinds.UNKNOWN
+        elif a is not None:
+            kind = kinds.CONTROL if a.get("special") else kinds.USER_DEFINED
+        elif byte_fallback and len(piece) == 6 and piece.startswith("<0x") and piece[-1] == ">":
+            kind = kinds.BYTE
+        else:
+            kind = kinds.NORMAL
+        types.append(int(kind))
+        scores.append(-float(i) if kind == kinds.NORMAL else 0.0)
+    if byte_fallback:
+        return "llama", tokens, scores, types
+    if model.get("merges"):
+        raise CheckpointError(
+            "tokenizer.json: a byte-level BPE with merges has no exact llama.cpp pre-tokenizer here"
+        )
+    return "gpt2", tokens, scores, types
+
+
+def _add_tokenizer(w: Any, files: Mapping[str, Any], chat_template: str | None) -> None:
+    tok = files["tokenizer.json"]
+    kind, tokens, scores, types = _vocabulary(tok)
+    w.add_tokenizer_model(kind)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    if kind == "llama":
+        w.add_token_scores(scores)
+        w.add_add_space_prefix(False)
+        w.add_remove_extra_whitespaces(False)
+    else:
+        w.add_tokenizer_pre("default")
+        w.add_token_merges([INERT_MERGE])
+    for role, add in (
+        ("bos_token", w.add_bos_token_id),
+        ("eos_token", w.add_eos_token_id),
+        ("pad_token", w.add_pad_token_id),
+        ("unk_token", w.add_unk_token_id),
+    ):
+        i = token_id(files, role)
+        if i is not None:
+            add(i)
+    if _END_OF_TURN in tokens:
+        w.add_eot_token_id(tokens.index(_END_OF_TURN))
+    w.add_add_bos_token(False)
+    w.add_add_eos_token(False)
+    template = chat_template or files.get(HF_TOKENIZER_CONFIG_FILE, {}).get("chat_template")
+    if template:
+        w.add_chat_template(template)
+
+
+def export_gguf(
+    checkpoint: PathLike,
+    out_file: PathLike,
+    *,
+    outtype: str = "f16",
+    chat_template: str | None = None,
+) -> Path:
+    """Write one GGUF file for a checkpoint (or a run directory's newest). `outtype`: one of
+    GGUF_TYPES. `chat_template` overrides the checkpoint's own. Written to a temporary name and
+    renamed, so a failed export leaves no partial file. Returns the path."""
+    import gguf
+
+    if outtype not in GGUF_TYPES:
+        raise CheckpointError(f"GGUF type {outtype!r}: choose one of {', '.join(GGUF_TYPES)}")
+    ckpt = resolve_checkpoint(checkpoint)
+    cfg = read_model_config(ckpt)
+    state = load_state_dict(ckpt)
+    files = tokenizer_files(ckpt, cfg)
+    if not files:
+        raise CheckpointError(
+            f"{ckpt}: no tokenizer to put in the GGUF file (llama.cpp needs one); copy the "
+            f"corpus's tokenizer.model into the checkpoint and export again"
+        )
+    out = Path(out_file)
+    if out.is_dir():
+        raise CheckpointError(f"{out}: is a directory; give the .gguf file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    arch = gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.QWEN3 if cfg.qk_norm else gguf.MODEL_ARCH.LLAMA]
+    writer = gguf.GGUFWriter(tmp, arch)
+    try:
+        _add_hyperparameters(writer, cfg, f"enlace-{ckpt.name}", outtype)
+        _add_tokenizer(writer, files, chat_template)
+        for name, data, qtype in _tensors(cfg, state, outtype):
+            writer.add_tensor(name, data, raw_dtype=qtype)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.replace(tmp, out)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return out

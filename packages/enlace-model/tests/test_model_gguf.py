@@ -1,0 +1,221 @@
+"""The GGUF export, read back with gguf's own reader (no llama.cpp build needed here; the
+`llamacpp` test stage runs the files in llama.cpp): every tensor equals the checkpoint's (exactly in
+f32, within the type's rounding otherwise), every hyperparameter and tokenizer key is present and
+right, for qwen3 (QK-norm) and llama (no QK-norm, permuted q/k) layouts, SentencePiece and byte
+vocabularies; the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from enlace_model import atomic_checkpoint, build_model, save_model
+from enlace_model.cli import main as cli_main
+from enlace_model.gguf_export import INERT_MERGE, export_gguf, gguf_tensor_names
+
+gguf = pytest.importorskip("gguf")
+
+CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+
+
+def fields(reader) -> dict:
+    return {name: f.contents() for name, f in reader.fields.items()}
+
+
+def byte_run(tmp_path, cfg, perturb_norms):
+    model = build_model(cfg)
+    perturb_norms(model)
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, model, cfg)
+    return model, tmp_path / "run"
+
+
+def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Inverse of llama.cpp's q/k permutation (interleaved pairs back to halves)."""
+    return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_tensors(path) -> dict[str, tuple[str, np.ndarray]]:
+    """name -> (type name, float32 array in PyTorch's (out, in) layout)."""
+    out = {}
+    for t in gguf.GGUFReader(path).tensors:
+        data = gguf.dequantize(t.data, t.tensor_type).astype(np.float32)
+        out[t.name] = (t.tensor_type.name, data.reshape([int(d) for d in reversed(t.shape)]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"tie_embeddings": False}, {"qk_norm": False, "n_kv_heads": 1}],
+    ids=["qwen3-tied", "qwen3-untied", "llama-mqa"],
+)
+def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(
+    tmp_path, tiny_config, perturb_norms, overrides
+):
+    cfg = tiny_config(vocab_size=256, rope_theta=5000.0, norm_eps=1e-5, **overrides)
+    model, run = byte_run(tmp_path, cfg, perturb_norms)
+    path = export_gguf(run, tmp_path / "m.gguf", outtype="f32")
+    tensors = gguf_tensors(path)
+    state = model.state_dict()
+    names = gguf_tensor_names(cfg, list(state))
+    assert sorted(tensors) == sorted(names.values())
+    for key, want in state.items():
+        kind, got = tensors[names[key]]
+        assert kind == "F32"
+        if not cfg.qk_norm and key.endswith("q_proj.weight"):
+            got = unpermute(got, cfg.n_heads)
+        elif not cfg.qk_norm and key.endswith("k_proj.weight"):
+            got = unpermute(got, cfg.n_kv_heads)
+        np.testing.assert_array_equal(got, want.numpy(), err_msg=key)
+
+    f = fields(gguf.GGUFReader(path))
+    arch = "qwen3" if cfg.qk_norm else "llama"
+    assert f["general.architecture"] == arch
+    want_meta = {
+        "context_length": cfg.context_length,
+        "embedding_length": cfg.d_model,
+        "block_count": cfg.n_layers,
+        "feed_forward_length": cfg.ffn_hidden,
+        "attention.head_count": cfg.n_heads,
+        "attention.head_count_kv": cfg.n_kv_heads,
+        "attention.key_length": cfg.head_dim,
+        "attention.value_length": cfg.head_dim,
+        "rope.dimension_count": cfg.head_dim,
+        "vocab_size": 256,
+    }
+    for key, value in want_meta.items():
+        assert f[f"{arch}.{key}"] == value, key
+    assert f[f"{arch}.rope.freq_base"] == pytest.approx(5000.0)
+    assert f[f"{arch}.attention.layer_norm_rms_epsilon"] == pytest.approx(1e-5)
+    assert f["general.languages"] == ["es"] and f["general.license"] == "mit"
+    # Byte vocabulary: token i is byte i in GPT-2's byte-level alphabet, no merge can apply.
+    assert f["tokenizer.ggml.model"] == "gpt2" and f["tokenizer.ggml.pre"] == "default"
+    tokens = f["tokenizer.ggml.tokens"]
+    alphabet = {c: b for b, c in enumerate(tokens)}
+    assert len(tokens) == 256 and len(alphabet) == 256
+    assert [alphabet[tokens[b]] for b in range(256)] == list(range(256))
+    assert tokens[32] == "Ġ" and tokens[65] == "A"
+    assert f["tokenizer.ggml.merges"] == [INERT_MERGE]
+    assert all(len(part) > 1 for part in INERT_MERGE.split(" "))
+    assert f["tokenizer.ggml.add_bos_token"] is False
+    assert "tokenizer.ggml.eos_token_id" not in f  # bytes have no special tokens
+
+
+@pytest.mark.parametrize(
+    ("outtype", "matrix", "atol"),
+    [("f16", "F16", 1e-3), ("q8_0", "Q8_0", 4e-3), ("q4_0", "Q4_0", 6e-2)],
+)
+def test_quantized_types(tmp_path, tiny_config, perturb_norms, outtype, matrix, atol):
+    cfg = tiny_config(vocab_size=256, d_model=64, ffn_hidden=128, tie_embeddings=False)
+    model, run = byte_run(tmp_path, cfg, perturb_norms)
+    tensors = gguf_tensors(export_gguf(run, tmp_path / "m.gguf", outtype=outtype))
+    names = gguf_tensor_names(cfg, list(model.state_dict()))
+    for key, want in model.state_dict().items():
+        kind, got = tensors[names[key]]
+        if want.ndim == 1:
+            assert kind == "F32", key  # norms stay f32
+        elif outtype == "q4_0" and key == "embed.weight":
+            assert kind == "Q8_0"  # the embedding keeps 8 bits
+        else:
+            assert kind == matrix, key
+        np.testing.assert_allclose(got, want.numpy(), atol=atol, err_msg=key)
+    ftype = fields(gguf.GGUFReader(tmp_path / "m.gguf"))["general.file_type"]
+    assert ftype == {"f16": 1, "q8_0": 7, "q4_0": 2}[outtype]
+
+
+def test_rows_that_do_not_fill_blocks_fall_back_to_f16(tmp_path, tiny_config, perturb_norms):
+    cfg = tiny_config(vocab_size=256, d_model=48, n_heads=4, n_kv_heads=2, ffn_hidden=80)
+    _, run = byte_run(tmp_path, cfg, perturb_norms)
+    tensors = gguf_tensors(export_gguf(run, tmp_path / "m.gguf", outtype="q8_0"))
+    assert tensors["blk.0.ffn_down.weight"][0] == "F16"  # rows of 80: not whole blocks of 32
+    assert tensors["blk.0.attn_q.weight"][0] == "F16"  # rows of 48
+
+
+def test_sentencepiece_vocabulary(tmp_path, sentencepiece_run):
+    spm = pytest.importorskip("sentencepiece")
+    run = sentencepiece_run(chat_template=CHAT_TEMPLATE)
+    path = export_gguf(run.run, tmp_path / "sp.gguf", outtype="q8_0")
+    f = fields(gguf.GGUFReader(path))
+    sp = spm.SentencePieceProcessor(model_proto=run.proto)
+    n = sp.get_piece_size()
+    assert f["tokenizer.ggml.model"] == "llama"
+    assert f["tokenizer.ggml.tokens"] == [sp.id_to_piece(i) for i in range(n)]
+    kinds = gguf.TokenType
+    types = f["tokenizer.ggml.token_type"]
+    for i in range(n):
+        piece = sp.id_to_piece(i)
+        want = (
+            kinds.UNKNOWN
+            if sp.is_unknown(i)
+            else kinds.CONTROL
+            if sp.is_control(i)
+            else kinds.BYTE
+            if sp.is_byte(i)
+            else kinds.USER_DEFINED
+            if piece == "\n"
+            else kinds.NORMAL
+        )
+        assert types[i] == want, (i, piece)
+    # Scores order the normal pieces as SentencePiece's own scores do.
+    scores = f["tokenizer.ggml.scores"]
+    normal = [i for i in range(n) if types[i] == kinds.NORMAL]
+    assert sorted(normal, key=lambda i: -scores[i]) == sorted(normal, key=lambda i: -sp.get_score(i))
+    assert f["tokenizer.ggml.add_space_prefix"] is False
+    assert f["tokenizer.ggml.remove_extra_whitespaces"] is False
+    assert f["tokenizer.ggml.add_bos_token"] is False and f["tokenizer.ggml.add_eos_token"] is False
+    ids = {k: f[f"tokenizer.ggml.{k}_token_id"] for k in ("bos", "eos", "padding", "unknown", "eot")}
+    assert ids == {"bos": 1, "eos": 1, "padding": 1, "unknown": 0, "eot": 5}
+    assert f["tokenizer.chat_template"] == CHAT_TEMPLATE
+    assert f["qwen3.vocab_size"] == n
+
+
+def test_chat_template_hook_overrides(tmp_path, sentencepiece_run):
+    run = sentencepiece_run()
+    plain = fields(gguf.GGUFReader(export_gguf(run.run, tmp_path / "a.gguf", outtype="f32")))
+    assert "tokenizer.chat_template" not in plain
+    path = export_gguf(run.run, tmp_path / "b.gguf", outtype="f32", chat_template=CHAT_TEMPLATE)
+    assert fields(gguf.GGUFReader(path))["tokenizer.chat_template"] == CHAT_TEMPLATE
+
+
+def test_cli_gguf_and_errors(tmp_path, tiny_config, perturb_norms, capsys):
+    _, run = byte_run(tmp_path, tiny_config(vocab_size=256), perturb_norms)
+    out = tmp_path / "out" / "m.gguf"
+    assert cli_main(["export", str(run), str(out), "--format", "gguf", "--type", "q8_0"]) == 0
+    assert "exported" in capsys.readouterr().out
+    assert fields(gguf.GGUFReader(out))["general.file_type"] == 7
+    assert not list(out.parent.glob(".*tmp*"))  # written under a temporary name, then renamed
+    assert cli_main(["export", str(run), str(tmp_path), "--format", "gguf"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli_main(["export", str(run), str(out), "--format", "gguf", "--type", "q3"])
+    assert e.value.code == 2
+    # A model whose tokenizer is missing cannot become a llama.cpp file.
+    cfg = tiny_config(vocab_size=300)
+    model = build_model(cfg)
+    with atomic_checkpoint(tmp_path / "r2", 1) as d:
+        save_model(d, model, cfg)
+    assert cli_main(["export", str(tmp_path / "r2"), str(tmp_path / "x.gguf"), "--format", "gguf"]) == 2
+    assert "no tokenizer" in capsys.readouterr().err
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_folder_resaved_by_transformers_still_exports(tmp_path, sentencepiece_run):
+    """save_pretrained drops tokenizer.model (transformers 5 writes only tokenizer.json): the GGUF
+    export reads its vocabulary from tokenizer.json, so the re-saved folder gives the same file."""
+    pytest.importorskip("transformers")
+    from enlace_model.export import export_hf
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = sentencepiece_run(chat_template=CHAT_TEMPLATE)
+    folder = export_hf(run.run, tmp_path / "hf")
+    resaved = tmp_path / "resaved"
+    AutoTokenizer.from_pretrained(folder).save_pretrained(resaved)
+    AutoModelForCausalLM.from_pretrained(folder).save_pretrained(resaved)
+    assert not (resaved / "tokenizer.model").exists()
+    a = fields(gguf.GGUFReader(export_gguf(run.run, tmp_path / "a.gguf", outtype="f32")))
+    b = fields(gguf.GGUFReader(export_gguf(resaved, tmp_path / "b.gguf", outtype="f32")))
+    tokenizer_keys = [k for k in a if k.startswith("tokenizer.")]
+    assert {k: a[k] for k in tokenizer_keys} == {k: b.get(k) for k in tokenizer_keys}
+    ta, tb = gguf_tensors(tmp_path / "a.gguf"), gguf_tensors(tmp_path / "b.gguf")
+    assert sorted(ta) == sorted(tb)
+    for name, (_, data) in ta.items():
+        np.testing.assert_array_equal(tb[name][1], data, err_msg=name)
