@@ -6,9 +6,12 @@
 #   2. the cross-package tests in tests/, in the full workspace environment;
 #   3. the promises: the slim packages' locks and wheels carry no torch, enlace-agent's wheel installs
 #      with pip into a fresh environment without torch, enlace_model imports without the trainer;
-#   4. lint (ruff) and types (pyright).
+#   4. lint (ruff) and types (pyright);
+#   5. llamacpp: the GGUF export run by the real llama.cpp (llama-cpp-python, built from the
+#      registry's source package into uv's cache the first time: tens of minutes on 2 cores, then
+#      seconds), in its own environment .venvs/llamacpp with the `llamacpp` dependency group.
 #
-# Usage: scripts/test.sh [stage ...]   stages: packages cross promises lint (default: all)
+# Usage: scripts/test.sh [stage ...]   stages: packages cross promises lint llamacpp (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -57,6 +60,16 @@ cross_tests() {
 
 promises() { bash scripts/check_promises.sh; }
 
+llamacpp_tests() {
+  local env="$root/.venvs/llamacpp" start=$SECONDS rc=0
+  UV_PROJECT_ENVIRONMENT="$env" uv sync --locked --group llamacpp --quiet || return 1
+  echo "llama-cpp-python installed in $((SECONDS - start))s (a cold build from source is long; uv's cache makes it seconds)"
+  UV_PROJECT_ENVIRONMENT="$env" uv run --locked --group llamacpp \
+    pytest tests/test_llamacpp.py -m llamacpp -q -p no:cacheprovider || rc=$?
+  [ "$rc" -eq 5 ] && { echo "the llama.cpp tests collected nothing" >&2; return 1; }
+  return "$rc"
+}
+
 lint() {
   uv run --locked ruff check . &&
     uv run --locked ruff format --check . &&
@@ -64,14 +77,15 @@ lint() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises lint)
+[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises lint llamacpp)
 for stage in "${stages[@]}"; do
   case "$stage" in
     packages) for pkg in "${packages[@]}"; do run_stage "tests: $pkg" package_tests "$pkg"; done ;;
     cross) run_stage "tests: cross-package (tests/)" cross_tests ;;
     promises) run_stage "promises (torch-free, importable)" promises ;;
     lint) run_stage "lint + types" lint ;;
-    *) echo "unknown stage: $stage (packages, cross, promises, lint)" >&2; exit 2 ;;
+    llamacpp) run_stage "llama.cpp runs the GGUF export" llamacpp_tests ;;
+    *) echo "unknown stage: $stage (packages, cross, promises, lint, llamacpp)" >&2; exit 2 ;;
   esac
 done
 

@@ -143,7 +143,6 @@ def train_sentencepiece(lines: list[str]) -> bytes:
     return buf.getvalue()
 
 
-
 @dataclass
 class SentencePieceRun:
     run: Path  # the run directory
@@ -155,7 +154,9 @@ class SentencePieceRun:
 
 
 @pytest.fixture
-def sentencepiece_run(tmp_path: Path, perturb_norms: Callable[..., None]) -> Callable[..., SentencePieceRun]:
+def sentencepiece_run(
+    tmp_path: Path, perturb_norms: Callable[..., None]
+) -> Callable[..., SentencePieceRun]:
     """sentencepiece_run(chat_template=None, **config overrides): a run directory whose checkpoint
     holds a tiny model, a SentencePiece tokenizer trained the Enlace way, its description, and
     optionally a chat template."""

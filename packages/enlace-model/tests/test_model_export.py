@@ -5,6 +5,7 @@ gives Enlace's ids (byte-level and SentencePiece); load_model reads the folder b
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch

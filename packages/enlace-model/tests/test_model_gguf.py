@@ -31,7 +31,11 @@ def byte_run(tmp_path, cfg, perturb_norms):
 
 def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
     """Inverse of llama.cpp's q/k permutation (interleaved pairs back to halves)."""
-    return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return (
+        w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
 
 
 def gguf_tensors(path) -> dict[str, tuple[str, np.ndarray]]:
@@ -88,7 +92,7 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(
     assert f[f"{arch}.attention.layer_norm_rms_epsilon"] == pytest.approx(1e-5)
     assert f["general.languages"] == ["es"] and f["general.license"] == "mit"
     # Byte vocabulary: token i is byte i in GPT-2's byte-level alphabet, no merge can apply.
-    assert f["tokenizer.ggml.model"] == "gpt2" and f["tokenizer.ggml.pre"] == "default"
+    assert f["tokenizer.ggml.model"] == "gpt2" and f["tokenizer.ggml.pre"] == "qwen2"
     tokens = f["tokenizer.ggml.tokens"]
     alphabet = {c: b for b, c in enumerate(tokens)}
     assert len(tokens) == 256 and len(alphabet) == 256
@@ -158,11 +162,15 @@ def test_sentencepiece_vocabulary(tmp_path, sentencepiece_run):
     # Scores order the normal pieces as SentencePiece's own scores do.
     scores = f["tokenizer.ggml.scores"]
     normal = [i for i in range(n) if types[i] == kinds.NORMAL]
-    assert sorted(normal, key=lambda i: -scores[i]) == sorted(normal, key=lambda i: -sp.get_score(i))
+    assert sorted(normal, key=lambda i: -scores[i]) == sorted(
+        normal, key=lambda i: -sp.get_score(i)
+    )
     assert f["tokenizer.ggml.add_space_prefix"] is False
     assert f["tokenizer.ggml.remove_extra_whitespaces"] is False
     assert f["tokenizer.ggml.add_bos_token"] is False and f["tokenizer.ggml.add_eos_token"] is False
-    ids = {k: f[f"tokenizer.ggml.{k}_token_id"] for k in ("bos", "eos", "padding", "unknown", "eot")}
+    ids = {
+        k: f[f"tokenizer.ggml.{k}_token_id"] for k in ("bos", "eos", "padding", "unknown", "eot")
+    }
     assert ids == {"bos": 1, "eos": 1, "padding": 1, "unknown": 0, "eot": 5}
     assert f["tokenizer.chat_template"] == CHAT_TEMPLATE
     assert f["qwen3.vocab_size"] == n
@@ -193,7 +201,10 @@ def test_cli_gguf_and_errors(tmp_path, tiny_config, perturb_norms, capsys):
     model = build_model(cfg)
     with atomic_checkpoint(tmp_path / "r2", 1) as d:
         save_model(d, model, cfg)
-    assert cli_main(["export", str(tmp_path / "r2"), str(tmp_path / "x.gguf"), "--format", "gguf"]) == 2
+    assert (
+        cli_main(["export", str(tmp_path / "r2"), str(tmp_path / "x.gguf"), "--format", "gguf"])
+        == 2
+    )
     assert "no tokenizer" in capsys.readouterr().err
     assert not (tmp_path / "x.gguf").exists()
 

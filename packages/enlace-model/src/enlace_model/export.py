@@ -59,7 +59,17 @@ from enlace_model.checkpoint import (
 from enlace_model.errors import CheckpointError
 from enlace_model.model_card import model_card
 
-__all__ = ["config_from_hf", "export_hf", "hf_config", "state_dict_from_hf", "state_dict_to_hf"]
+__all__ = [
+    "WEIGHTS_LICENSE",
+    "chat_template",
+    "config_from_hf",
+    "export_hf",
+    "hf_config",
+    "state_dict_from_hf",
+    "state_dict_to_hf",
+    "token_id",
+    "tokenizer_files",
+]
 
 PathLike = str | os.PathLike[str]
 

@@ -16,7 +16,7 @@ Straight from a checkpoint or run directory; no Hugging Face folder and no conve
     through the `<0xNN>` pieces, BOS/EOS/padding = <|endoftext|>, end of turn = <|end|>.
   * bytes: a byte-level BPE vocabulary (`gpt2`) whose token i is byte i, with no merge that can
     ever apply: every string tokenizes to its UTF-8 bytes, U+2581 included (a SentencePiece-type
-    vocabulary would turn spaces into U+2581 first). GGUF cannot hold an empty array and llama.cpp
+    vocabulary would turn spaces into U+2581 first); pre-tokenizer `qwen2` (see BYTE_PRE_TOKENIZER). GGUF cannot hold an empty array and llama.cpp
     requires the merges key, so one inert merge of two multi-character strings is written (no
     symbol longer than one character ever exists without a merge, so it never applies).
   * the chat template, when the checkpoint has one (`export.chat_template`).
@@ -35,10 +35,14 @@ from typing import TYPE_CHECKING, Any
 from enlace_config.schema.model import ModelConfig
 from torch import Tensor
 
-from enlace_model.checkpoint import load_state_dict, read_model_config, resolve_checkpoint
+from enlace_model.checkpoint import (
+    HF_TOKENIZER_CONFIG_FILE,
+    load_state_dict,
+    read_model_config,
+    resolve_checkpoint,
+)
 from enlace_model.errors import CheckpointError
 from enlace_model.export import (
-    HF_TOKENIZER_CONFIG_FILE,
     WEIGHTS_LICENSE,
     state_dict_to_hf,
     token_id,
@@ -53,6 +57,9 @@ __all__ = ["GGUF_TYPES", "export_gguf", "gguf_tensor_names"]
 PathLike = str | os.PathLike[str]
 GGUF_TYPES = ("f32", "f16", "q8_0", "q4_0")
 INERT_MERGE = "<0x00> <0x00>"  # see the module docstring: never applies to one-character symbols
+# The pre-tokenizer of the Qwen family: with no merges its split changes no id, and unlike
+# "default" it does not "clean up" spaces before punctuation when llama.cpp detokenizes.
+BYTE_PRE_TOKENIZER = "qwen2"
 _END_OF_TURN = "<|end|>"
 
 
@@ -186,7 +193,7 @@ def _add_tokenizer(w: Any, files: Mapping[str, Any], chat_template: str | None) 
         w.add_add_space_prefix(False)
         w.add_remove_extra_whitespaces(False)
     else:
-        w.add_tokenizer_pre("default")
+        w.add_tokenizer_pre(BYTE_PRE_TOKENIZER)
         w.add_token_merges([INERT_MERGE])
     for role, add in (
         ("bos_token", w.add_bos_token_id),
