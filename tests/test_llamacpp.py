@@ -34,7 +34,7 @@ from enlace_model import atomic_checkpoint, build_model, generate, save_model  #
 from enlace_model.gguf_export import export_gguf  # noqa: E402
 
 BOOKS = ("valera-pepita-jimenez.txt", "unamuno-niebla.txt")
-TRAIN_STEPS = 200
+TRAIN_STEPS = 150
 LOGIT_ATOL = 2e-3  # float32 in both; llama.cpp sums in another order (and in blocks)
 EDGE_STRINGS = [
     "",
@@ -109,6 +109,16 @@ def make_run(root: Path, tok: Tokenizer | ByteTokenizer, text: str) -> tuple[tor
     return model, root
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """One thread for torch and llama.cpp: on the shared 2-core machine two threads stall on each
+    other (a training step went from 0.1 s to several seconds), and these shapes gain nothing."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, dict]:
     """{"sp": ..., "bytes": ...}: the Enlace tokenizer, model, and GGUF files (f32, q8_0)."""
@@ -132,7 +142,8 @@ def load(path: Path, **kw) -> llama_cpp.Llama:
         model_path=str(path),
         n_ctx=256,
         n_batch=256,
-        n_threads=2,
+        n_threads=1,
+        n_threads_batch=1,
         logits_all=True,
         type_k=f32,
         type_v=f32,
@@ -233,7 +244,7 @@ def test_openai_compatible_server_answers_a_chat_completion(models, tmp_path):
             "--n_ctx",
             "256",
             "--n_threads",
-            "2",
+            "1",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
