@@ -21,6 +21,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("checkpoint", help="a run directory or a checkpoints/step_<N> directory")
     ex.add_argument("out_dir", help="the folder to write (new, empty, or an earlier export)")
+    ex.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="take the tokenizer files from DIR (`enlace-data tokenizer PATH --save DIR`) "
+        "instead of the checkpoint",
+    )
     return p
 
 
@@ -32,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            out = export_hf(args.checkpoint, args.out_dir)
+            out = export_hf(args.checkpoint, args.out_dir, tokenizer=args.tokenizer)
         for w in caught:
             print(f"warning: {w.message}", file=sys.stderr)
     except (CheckpointError, OSError) as e:
