@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_byte_tokenizer_json_ids_are_the_byte_values(tmp_path: Path) -> None:
     assert isinstance(load_tokenizer(tmp_path), ByteTokenizer)
 
 
-def _checkpoint(run: Path, step: int, save) -> Path:  # noqa: ANN001 - a tokenizer's save
+def _checkpoint(run: Path, step: int, save: Callable[[Path], None]) -> Path:
     """A checkpoint directory as enlace_model.atomic_checkpoint lays it out (COMPLETE last)."""
     d = run / "checkpoints" / f"step_{step}"
     save(d)

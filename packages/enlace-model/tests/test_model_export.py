@@ -17,6 +17,7 @@ from enlace_model.hf import config_from_hf
 
 transformers = pytest.importorskip("transformers", reason="transformers is in the dev group")
 
+
 def make_checkpoint(tmp_path: Path, cfg, perturb_norms) -> tuple[torch.nn.Module, Path]:
     model = build_model(cfg)
     perturb_norms(model)
@@ -102,7 +103,7 @@ def test_export_refuses_a_tokenizer_of_another_vocabulary_or_an_old_one(tmp_path
     old = tmp_path / "old"
     old.mkdir()
     (old / "tokenizer.json").write_text(json.dumps({"kind": "sentencepiece", "special_ids": {}}))
-    with pytest.raises(CheckpointError, match="enlace-data tokenizer .* --save"):
+    with pytest.raises(CheckpointError, match=r"enlace-data tokenizer .* --save"):
         export_hf(tmp_path / "run", tmp_path / "hf", tokenizer=old)
     with pytest.warns(UserWarning, match="no tokenizer files"):
         export_hf(tmp_path / "run", tmp_path / "hf")

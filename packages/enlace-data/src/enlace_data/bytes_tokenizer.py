@@ -41,7 +41,10 @@ class ByteTokenizer:
         """Write the tokenizer files (a byte-level Hugging Face tokenizer.json whose ids are the
         byte values, and Enlace's description; see tokenizer_files) into `directory`."""
         write_tokenizer_files(
-            directory, description=self.info(), tokenizer_json=byte_tokenizer_json(), special_tokens={}
+            directory,
+            description=self.info(),
+            tokenizer_json=byte_tokenizer_json(),
+            special_tokens={},
         )
 
     def __repr__(self) -> str:

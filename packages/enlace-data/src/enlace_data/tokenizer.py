@@ -127,7 +127,12 @@ class Tokenizer:
         """Write the tokenizer files (tokenizer.model, the Hugging Face files, Enlace's
         description; see tokenizer_files) into `directory`, each atomically."""
         eot = SPECIAL_TOKENS[self.eot_id]
-        roles = {"bos_token": eot, "eos_token": eot, "pad_token": eot, "unk_token": SPECIAL_TOKENS[0]}
+        roles = {
+            "bos_token": eot,
+            "eos_token": eot,
+            "pad_token": eot,
+            "unk_token": SPECIAL_TOKENS[0],
+        }
         write_tokenizer_files(
             directory,
             description=self.info(),

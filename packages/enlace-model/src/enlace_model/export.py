@@ -71,7 +71,9 @@ def tokenizer_description(directory: Path, vocab_size: int) -> dict[str, Any] | 
     return description
 
 
-def export_hf(checkpoint: PathLike, out_dir: PathLike, *, tokenizer: PathLike | None = None) -> Path:
+def export_hf(
+    checkpoint: PathLike, out_dir: PathLike, *, tokenizer: PathLike | None = None
+) -> Path:
     """Write a Hugging Face folder for a checkpoint (or a run directory's newest). The tokenizer
     files come from the checkpoint, or from `tokenizer` (a directory written by enlace-data's
     `Tokenizer.save`). Returns the folder."""
