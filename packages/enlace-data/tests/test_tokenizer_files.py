@@ -116,3 +116,25 @@ def test_a_description_without_its_model_is_refused(tmp_path: Path) -> None:
     (tmp_path / "enlace_tokenizer.json").write_text(json.dumps({"kind": "sentencepiece"}))
     with pytest.raises(DataError, match=r"says 'sentencepiece' but tokenizer\.model is missing"):
         load_tokenizer(tmp_path)
+
+
+def test_cli_saves_the_files_of_an_older_checkpoint(tok: Tokenizer, tmp_path: Path) -> None:
+    """A checkpoint from before these files (tokenizer.model + the old description as
+    tokenizer.json): `enlace-data tokenizer CKPT --save DIR` writes the current files."""
+    from enlace_data.cli import main
+
+    old = tmp_path / "step_1"
+    old.mkdir()
+    (old / "tokenizer.model").write_bytes(tok._proto)
+    (old / "tokenizer.json").write_text(json.dumps(tok.info()))
+    assert main(["tokenizer", str(old), "--save", str(tmp_path / "new")]) == 0
+    names = {p.name for p in (tmp_path / "new").iterdir()}
+    assert names == {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "tokenizer.model",
+        "enlace_tokenizer.json",
+    }
+    assert load_tokenizer(tmp_path / "new").tokenizer_id == tok.tokenizer_id
+    assert main(["tokenizer", str(tmp_path / "missing"), "--save", str(tmp_path / "x")]) == 2
