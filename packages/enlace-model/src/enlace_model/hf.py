@@ -35,42 +35,39 @@ __all__ = ["config_from_hf", "hf_config", "state_dict_from_hf", "state_dict_to_h
 
 PathLike = str | os.PathLike[str]
 
-# (Enlace pattern, Hugging Face pattern); {i} is the layer index.
-_RENAMES: tuple[tuple[str, str], ...] = (
-    (r"embed\.weight", "model.embed_tokens.weight"),
-    (r"layers\.(\d+)\.attn_norm\.weight", r"model.layers.\1.input_layernorm.weight"),
-    (r"layers\.(\d+)\.attn\.(.+)", r"model.layers.\1.self_attn.\2"),
-    (r"layers\.(\d+)\.mlp_norm\.weight", r"model.layers.\1.post_attention_layernorm.weight"),
-    (r"layers\.(\d+)\.mlp\.(.+)", r"model.layers.\1.mlp.\2"),
-    (r"norm\.weight", "model.norm.weight"),
-    (r"lm_head\.weight", "lm_head.weight"),
-)
-_HF_RENAMES: tuple[tuple[str, str], ...] = (
-    (r"model\.embed_tokens\.weight", "embed.weight"),
-    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"layers.\1.attn_norm.weight"),
-    (r"model\.layers\.(\d+)\.self_attn\.(.+)", r"layers.\1.attn.\2"),
-    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"layers.\1.mlp_norm.weight"),
-    (r"model\.layers\.(\d+)\.mlp\.(.+)", r"layers.\1.mlp.\2"),
-    (r"model\.norm\.weight", "norm.weight"),
-    (r"lm_head\.weight", "lm_head.weight"),
+# (Enlace name, Hugging Face name); {i} is the layer index, {rest} the rest of the name.
+_NAMES: tuple[tuple[str, str], ...] = (
+    ("embed.weight", "model.embed_tokens.weight"),
+    ("layers.{i}.attn_norm.weight", "model.layers.{i}.input_layernorm.weight"),
+    ("layers.{i}.attn.{rest}", "model.layers.{i}.self_attn.{rest}"),
+    ("layers.{i}.mlp_norm.weight", "model.layers.{i}.post_attention_layernorm.weight"),
+    ("layers.{i}.mlp.{rest}", "model.layers.{i}.mlp.{rest}"),
+    ("norm.weight", "model.norm.weight"),
+    ("lm_head.weight", "lm_head.weight"),
 )
 
 
-def _rename(name: str, table: tuple[tuple[str, str], ...]) -> str:
-    for pattern, repl in table:
-        if re.fullmatch(pattern, name):
-            return re.sub(f"^{pattern}$", repl, name)
-    raise CheckpointError(f"tensor {name!r} has no Hugging Face counterpart")
+def _pattern(template: str) -> str:
+    return re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{rest\}", "(?P<rest>.+)")
+
+
+def _rename(name: str, to_hf: bool) -> str:
+    for enlace, hf in _NAMES:
+        source, target = (enlace, hf) if to_hf else (hf, enlace)
+        m = re.fullmatch(_pattern(source), name)
+        if m:
+            return target.format(**m.groupdict())
+    raise CheckpointError(f"tensor {name!r} has no {'Hugging Face' if to_hf else 'Enlace'} name")
 
 
 def state_dict_to_hf(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    return {_rename(k, _RENAMES): v for k, v in state.items()}
+    return {_rename(k, to_hf=True): v for k, v in state.items()}
 
 
 def state_dict_from_hf(state: Mapping[str, Tensor], tie_embeddings: bool) -> dict[str, Tensor]:
     """Enlace names for a Hugging Face Qwen3/Llama state dict. For a tied model, a redundant
     lm_head.weight (some tools save it) is dropped."""
-    out = {_rename(k, _HF_RENAMES): v for k, v in state.items()}
+    out = {_rename(k, to_hf=False): v for k, v in state.items()}
     if tie_embeddings:
         out.pop("lm_head.weight", None)
     return out
