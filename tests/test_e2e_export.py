@@ -1,0 +1,57 @@
+"""A SentencePiece run exported to Hugging Face: the tokenizer files enlace-data wrote into the
+checkpoint are copied, and AutoTokenizer on the folder gives Enlace's ids (split_special_tokens
+honoured: typed "<|endoftext|>" stays text), with Enlace's eos in the model's configs. (Top level:
+it needs enlace-data, enlace-model and transformers together.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from enlace_config.schema.model import ModelConfig  # noqa: E402
+from enlace_data import load_tokenizer  # noqa: E402
+from enlace_data.sample import builtin_text  # noqa: E402
+from enlace_data.tokenizer import train_tokenizer  # noqa: E402
+from enlace_model import atomic_checkpoint, build_model, save_model  # noqa: E402
+from enlace_model.export import export_hf  # noqa: E402
+
+TEXTS = [
+    "¡Hola, señora Núñez! ¿Cómo está usted?",
+    "El año 1605 costó 3.250 maravedís.  Dos espacios, y\ttabulador.",
+    "Emoji y escrituras raras: 😀 ☃ 漢字 ε",
+    "\n\nlíneas\n\n\nvacías\n",
+    "El texto literal <|endoftext|> no es un token especial.",
+]
+
+
+def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer, GenerationConfig
+
+    lines = builtin_text().decode("utf-8").split("\n")
+    tok = train_tokenizer(lines, vocab_size=600)
+    cfg = ModelConfig(
+        vocab_size=tok.vocab_size,
+        context_length=64,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn_hidden=64,
+    )
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, build_model(cfg), cfg)
+        tok.save(d)
+    out = export_hf(tmp_path / "run", tmp_path / "hf")
+    hf = AutoTokenizer.from_pretrained(out)
+    assert len(hf) == tok.vocab_size and hf.eos_token_id == tok.eot_id == 1
+    assert hf.model_max_length == 64
+    for text in TEXTS + lines[:50]:
+        ids = tok.encode(text)
+        assert hf(text, add_special_tokens=True)["input_ids"] == ids, text
+        assert hf.decode(ids) == tok.decode(ids)
+    assert GenerationConfig.from_pretrained(out).eos_token_id == 1
+    assert load_tokenizer(out).tokenizer_id == tok.tokenizer_id  # read back by the same rule
