@@ -14,11 +14,13 @@ transformers = pytest.importorskip("transformers")
 
 from enlace_config.schema.model import ModelConfig  # noqa: E402
 from enlace_data import load_tokenizer  # noqa: E402
-from enlace_data.sample import builtin_text  # noqa: E402
 from enlace_data.tokenizer import train_tokenizer  # noqa: E402
 from enlace_model import atomic_checkpoint, build_model, save_model  # noqa: E402
 from enlace_model.export import export_hf  # noqa: E402
 
+SAMPLE = (
+    Path(__file__).resolve().parents[1] / "packages" / "enlace-data" / "tests" / "sample_es.txt"
+)
 TEXTS = [
     "¡Hola, señora Núñez! ¿Cómo está usted?",
     "El año 1605 costó 3.250 maravedís.  Dos espacios, y\ttabulador.",
@@ -31,7 +33,7 @@ TEXTS = [
 def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
     from transformers import AutoTokenizer, GenerationConfig
 
-    lines = builtin_text().decode("utf-8").split("\n")
+    lines = SAMPLE.read_text(encoding="utf-8").split("\n")
     tok = train_tokenizer(lines, vocab_size=600)
     cfg = ModelConfig(
         vocab_size=tok.vocab_size,

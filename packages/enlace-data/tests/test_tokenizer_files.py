@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from enlace_data import ByteTokenizer, DataError, Tokenizer, load_tokenizer
-from enlace_data.sample import builtin_text
 from enlace_data.tokenizer import train_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -30,7 +29,7 @@ TEXTS = [
 
 
 def _lines() -> list[str]:
-    lines = builtin_text().decode("utf-8").split("\n")
+    lines = (Path(__file__).parent / "sample_es.txt").read_text(encoding="utf-8").split("\n")
     root = os.environ.get("ENLACE_SHARED_DATA")
     books = sorted(Path(root, "es-pd").glob("*.txt")) if root else []
     if books:
