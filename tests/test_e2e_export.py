@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -18,9 +19,8 @@ from enlace_data.tokenizer import train_tokenizer  # noqa: E402
 from enlace_model import atomic_checkpoint, build_model, save_model  # noqa: E402
 from enlace_model.export import export_hf  # noqa: E402
 
-SAMPLE = (
-    Path(__file__).resolve().parents[1] / "packages" / "enlace-data" / "tests" / "sample_es.txt"
-)
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "packages" / "enlace-data" / "tests" / "sample_es.txt"
 TEXTS = [
     "¡Hola, señora Núñez! ¿Cómo está usted?",
     "El año 1605 costó 3.250 maravedís.  Dos espacios, y\ttabulador.",
@@ -35,15 +35,8 @@ def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
 
     lines = SAMPLE.read_text(encoding="utf-8").split("\n")
     tok = train_tokenizer(lines, vocab_size=600)
-    cfg = ModelConfig(
-        vocab_size=tok.vocab_size,
-        context_length=64,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        ffn_hidden=64,
-    )
+    smoke = yaml.safe_load((REPO / "configs" / "model" / "smoke.yaml").read_text())
+    cfg = ModelConfig(**{**smoke, "vocab_size": tok.vocab_size, "context_length": 64})
     with atomic_checkpoint(tmp_path / "run", 1) as d:
         save_model(d, build_model(cfg), cfg)
         tok.save(d)
