@@ -98,7 +98,7 @@ def main() -> None:
     )
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument(
-        "--thread-variants", action="store_true", help="also compare decode_step's thread use"
+        "--thread-variants", action="store_true", help="also compare _decode_step's thread use"
     )
     args = ap.parse_args()
 
@@ -202,9 +202,9 @@ def main() -> None:
         )
 
     if args.thread_variants:
-        # Why decode_step gives the thread pool only to the matmuls: enlace's decoding with the
+        # Why _decode_step gives the thread pool only to the matmuls: enlace's decoding with the
         # pool for every op, for matmuls only (the default), and with one thread, interleaved.
-        import enlace_model.model as model_module
+        import enlace_model.generation as generation_module
 
         prompt = torch.randint(0, cfg.vocab_size, (1, args.prompt_tokens)).tolist()
         variants = {"2 threads, all ops": (2, False), "2 threads, matmuls only": (2, True)}
@@ -214,13 +214,13 @@ def main() -> None:
         for _ in range(args.repeats):
             for name, (threads, split) in variants.items():
                 torch.set_num_threads(threads)
-                model_module._SPLIT_DECODE_THREADS = split
+                generation_module.SPLIT_DECODE_THREADS = split
                 times[name].append(
                     median_time(lambda: generate(model, prompt, args.new_tokens), 1)
                     / args.new_tokens
                 )
         torch.set_num_threads(args.threads)
-        model_module._SPLIT_DECODE_THREADS = True
+        generation_module.SPLIT_DECODE_THREADS = True
         for name, ts in times.items():
             print(
                 f"{name:>24}: median {statistics.median(ts) * 1e3:7.2f} ms/token, best "

@@ -103,9 +103,11 @@ def make_run(root: Path, tok: Tokenizer | ByteTokenizer, text: str) -> tuple[tor
     model.eval()
     with atomic_checkpoint(root, 1) as d:
         save_model(d, model, cfg)
-        if isinstance(tok, Tokenizer):
-            tok.save(d)
-            (d / "chat_template.jinja").write_text(CHAT_TEMPLATE, encoding="utf-8")
+        tok.save(d)
+        if isinstance(tok, Tokenizer):  # a chat model's template is in its tokenizer_config.json
+            config = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
+            config["chat_template"] = CHAT_TEMPLATE
+            (d / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     return model, root
 
 

@@ -138,7 +138,7 @@ def test_id_does_not_depend_on_the_file(tok: Tokenizer, tmp_path: Path) -> None:
     b = load_tokenizer(tmp_path / "b" / "c")
     assert isinstance(b, Tokenizer)
     assert a.tokenizer_id == b.tokenizer_id == tok.tokenizer_id
-    info = json.loads((tmp_path / "a" / "tokenizer.json").read_text())
+    info = json.loads((tmp_path / "a" / "enlace_tokenizer.json").read_text())
     assert info["tokenizer_id"] == tok.tokenizer_id
     assert info["special_ids"]["<|endoftext|>"] == 1
 
@@ -151,7 +151,7 @@ def test_load_tokenizer_picks_bytes_for_a_byte_level_checkpoint(tmp_path: Path) 
     (tmp_path / "model.json").write_text(json.dumps({"config": {"vocab_size": 8000}}))
     with pytest.raises(DataError, match=r"tokenizer\.model"):
         load_tokenizer(tmp_path)
-    with pytest.raises(DataError, match=r"no tokenizer\.model"):
+    with pytest.raises(DataError, match="no such file or directory"):
         load_tokenizer(tmp_path / "nothing")
 
 

@@ -121,7 +121,7 @@ def test_gqa_with_all_kv_heads_equals_multi_head_attention(tiny_config):
     attn = model.layers[0].attn
     x = torch.randn(2, 9, 32, dtype=torch.float64)
     cos, sin = model.rope_cos[:9], model.rope_sin[:9]
-    got = attn(x, cos, sin)
+    got = attn(x, cos, sin, "math")
     q = apply_rotary((x @ attn.q_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2), cos, sin)
     k = apply_rotary((x @ attn.k_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2), cos, sin)
     v = (x @ attn.v_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2)

@@ -1,6 +1,7 @@
 """The Hugging Face export: transformers loads it and computes Enlace's logits (fp32, tight), for
-GQA + QK-norm (Qwen3) and without QK-norm (Llama), tied and untied; AutoTokenizer on the folder
-gives Enlace's ids (byte-level and SentencePiece); load_model reads the folder back; the CLI."""
+GQA + QK-norm (Qwen3) and without QK-norm (Llama), tied and untied; the tokenizer files are copied
+(that AutoTokenizer then gives Enlace's ids is tested in tests/test_e2e_export.py, with
+enlace-data's real files); load_model reads the folder back; the CLI."""
 
 from __future__ import annotations
 
@@ -9,22 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from enlace_model import atomic_checkpoint, build_model, load_model, save_model
+from enlace_model import CheckpointError, atomic_checkpoint, build_model, load_model, save_model
 from enlace_model.cli import main as cli_main
-from enlace_model.export import config_from_hf, export_hf
+from enlace_model.export import export_hf
+from enlace_model.hf import config_from_hf
 
 transformers = pytest.importorskip("transformers", reason="transformers is in the dev group")
-
-TEXTS = [
-    "¡Hola, señora Núñez! ¿Cómo está usted?",
-    "En un lugar de la Mancha, de cuyo nombre no quiero acordarme,\nno ha mucho tiempo.",
-    "El año 1605 costó 3.250 maravedís.  Dos espacios, y\ttabulador.",
-    "Emoji y escrituras raras: 😀 ☃ 漢字 ε",
-    "  espacios al principio y al final  ",
-    "\n\nlíneas\n\n\nvacías\n",
-    "El texto literal <|endoftext|> no es un token especial.",
-    "",
-]
 
 
 def make_checkpoint(tmp_path: Path, cfg, perturb_norms) -> tuple[torch.nn.Module, Path]:
@@ -54,13 +45,15 @@ def hf_logits(folder: Path, idx: torch.Tensor) -> torch.Tensor:
     ],
     ids=["qwen3-gqa-tied", "qwen3-gqa-untied", "llama-mqa-tied", "llama-mha-untied"],
 )
+@pytest.mark.filterwarnings("ignore:.*no tokenizer files")
 def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norms, overrides, arch):
     cfg = tiny_config(vocab_size=256, rope_theta=5000.0, norm_eps=1e-5, **overrides)
     model, run = make_checkpoint(tmp_path, cfg, perturb_norms)
     out = export_hf(run, tmp_path / "hf")
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == [arch]
-    assert {"model.safetensors", "generation_config.json", "tokenizer.json"} <= {
+    assert "Modelo base" in (out / "README.md").read_text()  # no chat template
+    assert {"model.safetensors", "generation_config.json", "config.json"} <= {
         p.name for p in out.iterdir()
     }
     idx = torch.randint(0, 256, (2, 20))
@@ -73,67 +66,76 @@ def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norm
         torch.testing.assert_close(load_model(out)(idx).logits, want, rtol=0, atol=0)
 
 
-def test_byte_level_tokenizer_ids_are_the_byte_values(tmp_path, tiny_config, perturb_norms):
-    from transformers import AutoTokenizer
-
-    _, run = make_checkpoint(tmp_path, tiny_config(vocab_size=256), perturb_norms)
-    out = export_hf(run, tmp_path / "hf")
-    tok = AutoTokenizer.from_pretrained(out)
-    for text in TEXTS:
-        ids = list(text.encode("utf-8"))
-        assert tok(text, add_special_tokens=True)["input_ids"] == ids, text
-        assert tok.decode(ids) == text
-    assert tok.convert_tokens_to_ids(tok.convert_ids_to_tokens(list(range(256)))) == list(
-        range(256)
-    )
+def write_tokenizer_files(d: Path, vocab_size: int, eot_id: int | None) -> None:
+    """Stand-ins for what enlace-data's Tokenizer.save writes (enlace-model never reads their
+    insides but the description's vocab_size and eot_id; tests/test_e2e_export.py uses the real
+    ones)."""
+    (d / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}}))
+    config = {"eos_token": "<|endoftext|>", "chat_template": "{{ messages }}"}
+    (d / "tokenizer_config.json").write_text(json.dumps(config))
+    (d / "tokenizer.model").write_bytes(b"sentencepiece")
+    description = {"kind": "sentencepiece", "vocab_size": vocab_size, "eot_id": eot_id}
+    (d / "enlace_tokenizer.json").write_text(json.dumps(description))
 
 
-# --- SentencePiece ------------------------------------------------------------------------------
-# A stand-in chat template over the tokenizer's own special tokens (the chat stage writes the real
-# one into the checkpoint): it checks the hook, not the format.
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-
-
-def test_sentencepiece_tokenizer_gives_enlace_ids(tmp_path, sentencepiece_run):
-    spm = pytest.importorskip("sentencepiece")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    sp_run = sentencepiece_run(chat_template=CHAT_TEMPLATE)
-    proto, lines = sp_run.proto, sp_run.lines
-    sp = spm.SentencePieceProcessor(model_proto=proto)
-    vocab = sp.get_piece_size()
-    out = export_hf(sp_run.run, tmp_path / "hf")
-    assert (out / "tokenizer.model").read_bytes() == proto
-    tok = AutoTokenizer.from_pretrained(out)
-    assert len(tok) == vocab
-    samples = TEXTS + lines[:200] + ["".join(lines[:3]), "\n".join(lines[3:6])]
-    for text in samples:
-        want = sp.encode(text)
-        got = tok(text, add_special_tokens=True)["input_ids"]
-        if "<|endoftext|>" in text:  # the documented difference: special strings become ids
-            assert 1 in got and 1 not in want, text
-            continue
-        assert got == want, text
-        assert tok.decode(want) == sp.decode(want)
-    assert tok.eos_token_id == 1 and tok.pad_token_id == 1
-    assert tok.convert_ids_to_tokens([0, 1, 5]) == ["<unk>", "<|endoftext|>", "<|end|>"]
-    # The chat template renders to the special ids (split_special_tokens false).
-    chat = [{"role": "user", "content": "¿Qué hora es?"}]
-    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    assert ids == [3, *sp.encode("¿Qué hora es?"), 5, 4]
-    gen = json.loads((out / "generation_config.json").read_text())
-    assert gen["eos_token_id"] == 1 and gen["max_new_tokens"] == sp_run.cfg.context_length
-    assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
-    hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
-    assert hf.generation_config.eos_token_id == 1
-    assert hf.generation_config.max_new_tokens == sp_run.cfg.context_length
+def test_export_copies_the_tokenizer_files(tmp_path, tiny_config, perturb_norms):
+    cfg = tiny_config(vocab_size=300)
+    model = build_model(cfg)
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, model, cfg)
+        write_tokenizer_files(d, 300, eot_id=1)
+    out = export_hf(tmp_path / "run", tmp_path / "hf")
+    for name in ("tokenizer.json", "tokenizer.model", "enlace_tokenizer.json"):
+        assert (out / name).read_bytes() == (d.parent / "step_1" / name).read_bytes()
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    assert config == {
+        "eos_token": "<|endoftext|>",
+        "chat_template": "{{ messages }}",
+        "model_max_length": cfg.context_length,
+        "split_special_tokens": False,  # a rendered chat template gives the special ids
+    }
+    hf_config = json.loads((out / "config.json").read_text())
+    assert hf_config["eos_token_id"] == 1 and hf_config["pad_token_id"] == 1
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert generation["eos_token_id"] == 1 and generation["pad_token_id"] == 1
+    assert generation["max_new_tokens"] == cfg.context_length  # not transformers' 20
     card = (out / "README.md").read_text()
     assert "language:\n- es" in card and "license: mit" in card and "llama-server" in card
-    assert "plantilla de chat" in card and f"{vocab} piezas" in card
+    assert "incluye plantilla de chat" in card and "SentencePiece BPE de 300 piezas" in card
+
+
+def test_export_refuses_a_tokenizer_of_another_vocabulary_or_an_old_one(tmp_path, tiny_config):
+    cfg = tiny_config(vocab_size=300)
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, build_model(cfg), cfg)
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    write_tokenizer_files(tok, 600, eot_id=1)
+    with pytest.raises(CheckpointError, match="vocabulary 600 beside a model with vocab_size 300"):
+        export_hf(tmp_path / "run", tmp_path / "hf", tokenizer=tok)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "tokenizer.json").write_text(json.dumps({"kind": "sentencepiece", "special_ids": {}}))
+    with pytest.raises(CheckpointError, match=r"enlace-data tokenizer .* --save"):
+        export_hf(tmp_path / "run", tmp_path / "hf", tokenizer=old)
+    with pytest.warns(UserWarning, match="no tokenizer files"):
+        export_hf(tmp_path / "run", tmp_path / "hf")
+
+
+def test_export_refuses_tensors_that_disagree_with_model_json(tmp_path, tiny_config, capsys):
+    """Issue 21: a checkpoint whose model.json says another shape than its tensors (hashes
+    recomputed, so it verifies) must not be exported."""
+    cfg = tiny_config(vocab_size=256)
+    run = tmp_path / "run"
+    with atomic_checkpoint(run, 1) as d:
+        save_model(d, build_model(cfg), cfg)
+        meta = json.loads((d / "model.json").read_text())
+        meta["config"]["ffn_hidden"] += 16
+        (d / "model.json").write_text(json.dumps(meta))
+    assert cli_main(["export", str(run), str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert "step_1" in err and "layers.0.mlp.gate_proj.weight" in err and "Traceback" not in err
+    assert not (tmp_path / "hf").exists()
 
 
 def test_cli_export_and_errors(tmp_path, tiny_config, perturb_norms, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from enlace_model import build_model, generate, generate_stream
-from enlace_model.generation import sample_next
+from enlace_model.generation import _decode_step, _decode_tables, sample_next
 
 
 def recompute(model, prompts, max_new, *, seed=None, stop_tokens=(), **sampling):
@@ -132,9 +132,25 @@ def test_float32_greedy_matches_recompute(tiny_config):
     assert generate(model, prompt, 10) == recompute(model, prompt, 10)
 
 
+def test_generation_past_the_context_slides_the_window(model64):
+    """Issue 12: prompt + max_new_tokens beyond the context raised; the window now slides: when
+    the cache is full, the last context/2 tokens are read again and decoding goes on."""
+    context = model64.cfg.context_length  # 48
+    prompts = [[1] * 40, [2, 3]]
+    got = generate(model64, prompts, 30)
+    assert [len(g) for g in got] == [30, 30]
+    # the reference: the first window until the longest sequence fills the context, then each
+    # sequence alone from its last context/2 tokens
+    first = generate(model64, prompts, context - 40)
+    for prompt, done, out in zip(prompts, first, got, strict=True):
+        window = (prompt + done)[-(context // 2) :]
+        assert out == done + generate(model64, [window], 30 - len(done))[0]
+    # a prompt longer than the context keeps its last context/2 tokens
+    long = list(range(1, 47)) * 2
+    assert generate(model64, [long], 5) == generate(model64, [long[-(context // 2) :]], 5)
+
+
 def test_bad_arguments_are_refused(model64):
-    with pytest.raises(ValueError, match="context_length"):
-        generate(model64, [[1] * 40], 20)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         generate(model64, [[1, 48]], 2)
     with pytest.raises(ValueError, match="at least one token"):
@@ -165,10 +181,10 @@ def test_decode_step_equals_the_module_path_and_restores_threads(model64):
     torch.set_num_threads(2)
     try:
         with torch.inference_mode():
-            tables = model64.decode_tables()
+            tables = _decode_tables(model64)
             for s in range(3, L):  # slots 0..2: zeros in both caches
-                fast = model64.decode_step(
-                    tokens[:, s], caches[0], s, tables, positions[:, s], mask[..., : s + 1]
+                fast = _decode_step(
+                    model64, tokens[:, s], caches[0], s, tables, positions[:, s], mask[..., : s + 1]
                 )
                 slow = model64.forward_cached(
                     tokens[:, s : s + 1], caches[1], s, positions[:, s : s + 1], mask[..., : s + 1]

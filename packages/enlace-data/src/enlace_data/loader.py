@@ -325,13 +325,14 @@ def check_corpus_tokenizer(root: Path, tokenizer_id: str) -> None:
     """Refuse a shard directory whose tokenizer files or manifest name another tokenizer than the
     shards' headers (`tokenizer_id`): the run would train on one tokenizer's ids and its
     checkpoints would carry another's, so every sample and export would decode garbage."""
-    from enlace_data.tokenizer import INFO_FILE, MODEL_FILE, load_tokenizer
+    from enlace_data.tokenizer import load_tokenizer
+    from enlace_data.tokenizer_files import DESCRIPTION_FILE, MODEL_FILE
 
     fix = (
-        "copy the tokenizer.model (and tokenizer.json) that built these shards into the "
-        "directory, or rebuild the shards with this tokenizer"
+        "copy the tokenizer files (tokenizer.model and the rest) that built these shards into "
+        "the directory, or rebuild the shards with this tokenizer"
     )
-    if (root / MODEL_FILE).is_file() or (root / INFO_FILE).is_file():
+    if (root / MODEL_FILE).is_file() or (root / DESCRIPTION_FILE).is_file():
         found = load_tokenizer(root).tokenizer_id
         if found != tokenizer_id:
             raise DataError(

@@ -33,9 +33,16 @@ from typing import Any
 
 import sentencepiece as spm
 
-from enlace_data._fs import write_atomic
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.errors import DataError
+from enlace_data.tokenizer_files import (
+    DESCRIPTION_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILES,
+    read_description,
+    sentencepiece_tokenizer_json,
+    write_tokenizer_files,
+)
 
 __all__ = [
     "ENCODING_RULES",
@@ -62,8 +69,6 @@ NEWLINE_PIECE = "\n"
 META = "\u2581"
 # Bumped when encode() changes how text maps to ids for the same model (part of tokenizer_id).
 ENCODING_RULES = "enlace-sp-1: U+2581 as bytes"
-MODEL_FILE = "tokenizer.model"
-INFO_FILE = "tokenizer.json"
 
 
 class Tokenizer:
@@ -119,10 +124,25 @@ class Tokenizer:
             raise DataError(f"{p}: not a SentencePiece model ({e})") from e
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Write tokenizer.model and tokenizer.json (ids, identifier) into `directory`, atomically."""
-        d = Path(directory)
-        info = (json.dumps(self.info(), indent=2) + "\n").encode()
-        write_atomic({d / MODEL_FILE: self._proto, d / INFO_FILE: info})
+        """Write the tokenizer files (tokenizer.model, the Hugging Face files, Enlace's
+        description; see tokenizer_files) into `directory`, each atomically."""
+        eot = SPECIAL_TOKENS[self.eot_id]
+        roles = {
+            "bos_token": eot,
+            "eos_token": eot,
+            "pad_token": eot,
+            "unk_token": SPECIAL_TOKENS[0],
+        }
+        write_tokenizer_files(
+            directory,
+            description=self.info(),
+            # Unigram models have no exact conversion: no Hugging Face tokenizer.json for them.
+            tokenizer_json=sentencepiece_tokenizer_json(self._spec, self.origin)
+            if self._spec["model_type"] == "bpe"
+            else None,
+            special_tokens=roles,
+            model_proto=self._proto,
+        )
 
     def info(self) -> dict[str, Any]:
         return {
@@ -267,40 +287,82 @@ def train_tokenizer(
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer | ByteTokenizer:
-    """The tokenizer a checkpoint (or corpus directory, or tokenizer.model file) was made with.
+    """The tokenizer of a run directory (its newest complete checkpoint), a checkpoint, an exported
+    Hugging Face folder, a corpus directory, or a file inside one (tokenizer.model included): the
+    paths `enlace_model.load_model` accepts, resolved the same way.
 
-    tokenizer.model present: the SentencePiece tokenizer. Otherwise tokenizer.json with kind
-    "bytes", or a model.json with vocab_size 256 (a byte-level run): the ByteTokenizer.
-    """
-    p = Path(path)
+    tokenizer.model present: the SentencePiece tokenizer. Otherwise a description of kind "bytes",
+    or a model of vocab_size 256 (model.json or config.json): the ByteTokenizer."""
+    d = tokenizer_dir(Path(path))
+    if (d / MODEL_FILE).is_file():
+        return Tokenizer.from_file(d / MODEL_FILE)
+    description = read_description(d)
+    kind = None if description is None else description.get("kind")
+    if kind == "bytes":
+        return ByteTokenizer()
+    if kind is not None:
+        raise DataError(f"{d}: the tokenizer description says {kind!r} but {MODEL_FILE} is missing")
+    vocab = _model_vocab_size(d)
+    if vocab == 256:
+        return ByteTokenizer()
+    raise DataError(
+        f"{d}: no {MODEL_FILE} beside a model with vocab_size {vocab}; copy the corpus's tokenizer "
+        f"files (`enlace-data tokenizer CORPUS_DIR --save {d}`) into it"
+    )
+
+
+def tokenizer_dir(p: Path) -> Path:
+    """The directory holding the tokenizer files for `p` (see load_tokenizer). A run directory
+    gives its newest checkpoint whose COMPLETE marker is present and vouches for its tokenizer
+    files (the newest intact checkpoint, as enlace_model.resolve_checkpoint chooses; every
+    checkpoint of a run carries the same tokenizer)."""
+    if not p.exists():
+        raise DataError(f"{p}: no such file or directory")
     if p.is_file():
-        return Tokenizer.from_file(p)
-    if (p / MODEL_FILE).is_file():
-        return Tokenizer.from_file(p / MODEL_FILE)
-    info = p / INFO_FILE
-    if info.is_file():
-        try:
-            kind = json.loads(info.read_text()).get("kind")
-        except (OSError, ValueError, AttributeError) as e:
-            raise DataError(f"{info}: unreadable tokenizer description ({e})") from e
-        if kind == "bytes":
-            return ByteTokenizer()
-        raise DataError(f"{info}: says kind {kind!r} but {p / MODEL_FILE} is missing")
-    model_json = p / "model.json"
-    if model_json.is_file():
-        try:
-            meta = json.loads(model_json.read_text())
-        except (OSError, ValueError) as e:
-            raise DataError(f"{model_json}: unreadable ({e})") from e
-        cfg = meta.get("config", meta) if isinstance(meta, dict) else {}
-        vocab = cfg.get("vocab_size") if isinstance(cfg, dict) else None
-        if vocab == 256:
-            return ByteTokenizer()
-        raise DataError(
-            f"{p}: no {MODEL_FILE} beside a model with vocab_size {vocab}; copy the corpus's "
-            f"tokenizer.model into the checkpoint"
-        )
-    raise DataError(f"{p}: no {MODEL_FILE}, {INFO_FILE} or model.json here")
+        return p.parent
+    markers = (MODEL_FILE, DESCRIPTION_FILE, "tokenizer.json", "model.json", "config.json")
+    if any((p / name).is_file() for name in markers):
+        return p
+    steps = sorted(
+        (int(c.name.removeprefix("step_")), c)
+        for c in (p / "checkpoints").glob("step_*")
+        if c.name.removeprefix("step_").isdigit() and c.is_dir()
+    )
+    for _, step_dir in reversed(steps):
+        if _tokenizer_files_intact(step_dir):
+            return step_dir
+    raise DataError(
+        f"{p}: neither a run directory with a complete checkpoint, a checkpoint, an exported "
+        f"folder nor a corpus directory (no {MODEL_FILE}, {DESCRIPTION_FILE} or model.json)"
+    )
+
+
+def _tokenizer_files_intact(step_dir: Path) -> bool:
+    """Whether step_dir's COMPLETE marker exists and its tokenizer files match their sha256."""
+    try:
+        listed = json.loads((step_dir / "COMPLETE").read_text())["files"]
+        for name, entry in listed.items():
+            if name in TOKENIZER_FILES:
+                data = (step_dir / name).read_bytes()
+                if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+                    return False
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def _model_vocab_size(d: Path) -> object:
+    """vocab_size of the model beside the tokenizer: model.json (Enlace) or config.json (HF)."""
+    for name in ("model.json", "config.json"):
+        f = d / name
+        if f.is_file():
+            try:
+                meta = json.loads(f.read_text())
+            except (OSError, ValueError) as e:
+                raise DataError(f"{f}: unreadable ({e})") from e
+            cfg = meta.get("config", meta) if isinstance(meta, dict) else {}
+            return cfg.get("vocab_size") if isinstance(cfg, dict) else None
+    return None
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -348,10 +410,12 @@ def _fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
 
 
 def _read_specs(proto: bytes) -> dict[str, Any]:
-    """The options that decide encoding, read from sentencepiece_model.proto's field numbers:
-    ModelProto{2: trainer_spec, 3: normalizer_spec, 5: denormalizer_spec};
+    """The pieces and the options that decide encoding, read from sentencepiece_model.proto's
+    field numbers: ModelProto{1: pieces, 2: trainer_spec, 3: normalizer_spec, 5: denormalizer_spec};
+    SentencePiece{1: piece, 3: type (1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte)};
     TrainerSpec{3: model_type (1 unigram, 2 bpe, 3 word, 4 char), 35: byte_fallback};
-    NormalizerSpec{1: name, 3: add_dummy_prefix, 4: remove_extra_whitespaces}."""
+    NormalizerSpec{1: name, 3: add_dummy_prefix, 4: remove_extra_whitespaces,
+    5: escape_whitespaces}."""
     try:
         top = list(_fields(proto))
     except (IndexError, ValueError) as e:
@@ -359,6 +423,14 @@ def _read_specs(proto: bytes) -> dict[str, Any]:
     trainer = b"".join(v for n, v in top if n == 2 and isinstance(v, bytes))
     normalizer = b"".join(v for n, v in top if n == 3 and isinstance(v, bytes))
     denormalizer = b"".join(v for n, v in top if n == 5 and isinstance(v, bytes))
+    pieces: list[tuple[str, int]] = []
+    for n, v in top:
+        if n == 1 and isinstance(v, bytes):
+            f = dict(_fields(v))
+            piece, kind = f.get(1, b""), f.get(3, 1)
+            if not isinstance(piece, bytes) or not isinstance(kind, int):
+                raise ValueError("not a SentencePiece model (a piece of the wrong wire type)")
+            pieces.append((piece.decode("utf-8"), kind))
     t = dict(_fields(trainer))
     nz = dict(_fields(normalizer))
     name = nz.get(1, b"")
@@ -369,6 +441,8 @@ def _read_specs(proto: bytes) -> dict[str, Any]:
         "normalizer_name": name.decode() if isinstance(name, bytes) else "",
         "add_dummy_prefix": bool(nz.get(3, 1)),  # proto default: true
         "remove_extra_whitespaces": bool(nz.get(4, 1)),  # proto default: true
+        "escape_whitespaces": bool(nz.get(5, 1)),  # proto default: true
+        "pieces": pieces,
         "normalizer_raw": normalizer,
         "denormalizer_raw": denormalizer,
     }

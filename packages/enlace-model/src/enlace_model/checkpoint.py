@@ -3,9 +3,11 @@
     RUN_DIR/checkpoints/step_<N>/
         model.safetensors   the weights (safetensors: loading never unpickles anything)
         model.json          {"format": "enlace-checkpoint", "format_version": 1, "config": {...}}
-        tokenizer.model     the SentencePiece model, when the run has one
-        tokenizer.json      the tokenizer's description and special-token ids (enlace-data's)
-        chat_template.jinja the chat template, for a model trained to converse (optional)
+        tokenizer files     written by enlace-data (see TOKENIZER_FILES): tokenizer.json and
+                            tokenizer_config.json for Hugging Face, tokenizer.model for
+                            SentencePiece runs, enlace_tokenizer.json (kind, ids); the export
+                            copies them. A chat model's template is tokenizer_config.json's
+                            `chat_template`.
         trainer_state.pt    the trainer's state (optimizer, RNGs, loader...), its own format
         COMPLETE            written last: {"format_version", "step", "files": {name: {sha256, bytes}}}
 
@@ -40,6 +42,7 @@ from pydantic import ValidationError
 from torch import Tensor
 
 from enlace_model.errors import CheckpointError
+from enlace_model.hf import config_from_hf, state_dict_from_hf
 from enlace_model.model import Transformer
 
 __all__ = [
@@ -48,8 +51,8 @@ __all__ = [
     "CONFIG_FILE",
     "FORMAT_VERSION",
     "MODEL_FILE",
-    "TOKENIZER_INFO_FILE",
-    "TOKENIZER_MODEL_FILE",
+    "TOKENIZER_DESCRIPTION_FILE",
+    "TOKENIZER_FILES",
     "TRAINER_STATE_FILE",
     "CheckpointError",
     "atomic_checkpoint",
@@ -70,13 +73,20 @@ FORMAT_VERSION = 1
 CHECKPOINTS_DIR = "checkpoints"
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "model.json"
-TOKENIZER_MODEL_FILE = "tokenizer.model"
-TOKENIZER_INFO_FILE = "tokenizer.json"
+TOKENIZER_DESCRIPTION_FILE = "enlace_tokenizer.json"
+# What enlace-data's Tokenizer.save writes (enlace_data.tokenizer_files); each present one is copied.
+HF_TOKENIZER_FILE = "tokenizer.json"
+HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_FILES = (
+    HF_TOKENIZER_FILE,
+    HF_TOKENIZER_CONFIG_FILE,
+    "special_tokens_map.json",
+    "tokenizer.model",
+    TOKENIZER_DESCRIPTION_FILE,
+)
 TRAINER_STATE_FILE = "trainer_state.pt"
 COMPLETE_FILE = "COMPLETE"
 HF_CONFIG_FILE = "config.json"
-HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-CHAT_TEMPLATE_FILE = "chat_template.jinja"
 _STEP_RE = re.compile(r"^step_(\d+)$")
 _TMP_PREFIX = ".tmp-"
 
@@ -320,7 +330,7 @@ def find_latest_checkpoint(run_dir: PathLike) -> Path | None:
     return None
 
 
-def _is_hf_folder(d: Path) -> bool:
+def is_hf_folder(d: Path) -> bool:
     return (d / HF_CONFIG_FILE).is_file() and not (d / CONFIG_FILE).is_file()
 
 
@@ -334,7 +344,7 @@ def resolve_checkpoint(path: PathLike) -> Path:
         if p.name in (MODEL_FILE, CONFIG_FILE, HF_CONFIG_FILE):
             return resolve_checkpoint(p.parent)
         raise CheckpointError(f"{p}: give a run directory or a checkpoint directory, not a file")
-    if (p / CONFIG_FILE).is_file() or (p / MODEL_FILE).is_file() or _is_hf_folder(p):
+    if (p / CONFIG_FILE).is_file() or (p / MODEL_FILE).is_file() or is_hf_folder(p):
         return p
     if (p / CHECKPOINTS_DIR).is_dir():
         latest = find_latest_checkpoint(p)
@@ -353,9 +363,7 @@ def resolve_checkpoint(path: PathLike) -> Path:
 def read_model_config(path: PathLike) -> ModelConfig:
     """The ModelConfig of a checkpoint (model.json) or an exported folder (config.json)."""
     d = resolve_checkpoint(path)
-    if _is_hf_folder(d):
-        from enlace_model.export import config_from_hf
-
+    if is_hf_folder(d):
         return config_from_hf(d / HF_CONFIG_FILE)
     f = d / CONFIG_FILE
     try:
@@ -379,12 +387,13 @@ def read_model_config(path: PathLike) -> ModelConfig:
 
 
 def load_state_dict(path: PathLike) -> dict[str, Tensor]:
-    """The weights of a checkpoint with Enlace's key names (an exported folder's are renamed)."""
+    """The weights of a checkpoint with Enlace's key names (an exported folder's are renamed),
+    checked against its config: a tensor that disagrees is named (CheckpointError)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     d = resolve_checkpoint(path)
-    hf = _is_hf_folder(d)
+    hf = is_hf_folder(d)
     f = d / MODEL_FILE
     if not f.is_file():
         raise CheckpointError(f"{f}: missing (the checkpoint holds no weights)")
@@ -396,10 +405,12 @@ def load_state_dict(path: PathLike) -> dict[str, Tensor]:
         state = load_file(str(f), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from e
+    cfg = read_model_config(d)
     if hf:
-        from enlace_model.export import state_dict_from_hf
-
-        state = state_dict_from_hf(state, read_model_config(d).tie_embeddings)
+        state = state_dict_from_hf(state, cfg.tie_embeddings)
+    with torch.device("meta"):
+        reference = Transformer(cfg)
+    check_state_dict(state, reference, str(f))
     return state
 
 
@@ -452,7 +463,6 @@ def load_model(
     state = load_state_dict(d)
     with torch.device("meta"):
         model = Transformer(cfg, attention=attention)
-    check_state_dict(state, model, str(d / MODEL_FILE))
     model.to_empty(device="cpu")
     model.reset_rotary()  # buffers are not in the file; every parameter is loaded just below
     model.load_state_dict(state, strict=True)

@@ -34,11 +34,20 @@ def _parser() -> argparse.ArgumentParser:
         default="f16",
         help="gguf only: weight type (q8_0 for a home server; q4_0 is 4-bit). Default: f16",
     )
+    ex.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="hf only: take the tokenizer files from DIR (`enlace-data tokenizer PATH --save DIR`) "
+        "instead of the checkpoint",
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.format == "gguf" and args.tokenizer is not None:
+        parser.error("--tokenizer is for --format hf; the GGUF export reads the checkpoint's files")
     from enlace_model.errors import CheckpointError
 
     try:
@@ -51,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 from enlace_model.export import export_hf
 
-                out = export_hf(args.checkpoint, args.out)
+                out = export_hf(args.checkpoint, args.out, tokenizer=args.tokenizer)
         for w in caught:
             print(f"warning: {w.message}", file=sys.stderr)
     except (CheckpointError, OSError) as e:

@@ -1,12 +1,20 @@
-"""Autoregressive generation on token ids with a KV cache.
+"""Generation: the KV cache and the decoding loop on token ids (the model is in model.py).
 
-- The cache is allocated once per call, for the longest prompt plus max_new_tokens, as one
-  (B, KV, L, D) key and value tensor per layer written in place: no growth, no re-allocation.
+- The cache is allocated once per window, for the longest prompt plus the tokens to generate in
+  it, as one (B, KV, L, D) key and value tensor per layer written in place: no growth.
+- Past the model's context the window slides: the last context/2 tokens of each sequence are read
+  again (one prefill) into a fresh cache and decoding goes on, so `generate(model, [ids], 500)`
+  works on a model of context 128. A prompt as long as the context keeps its last context/2 tokens.
 - A batch of prompts of different lengths is left-padded. Each sequence's rotary positions start
   at 0 at its first real token and an additive mask hides the padding, so every sequence gets the
   tokens it would get alone (tests check this against full recomputation in float64).
-- Decoding steps run one query per sequence through `Transformer.forward_cached`, whose attention
-  takes the single-query path (two matmuls, no SDPA dispatch) under the `auto` and `math` backends.
+- The prompt goes through `Transformer.forward_cached`. Decoding steps (one token per sequence)
+  take `_decode_step` in float32/float64 under the `auto` and `math` backends: the network's
+  computation written as functional calls on the same weights, with q|k|v and gate|up stacked
+  (one matmul each), rotary folded into two multiply-adds, no module or SDPA dispatch, and on CPU
+  the thread pool given to the matmuls only (per-token overhead, not FLOPs, limits batch-1
+  decoding). A test holds it equal to the module path; other dtypes and forced fused backends
+  decode through `forward_cached`.
 - Greedy when temperature == 0; otherwise temperature, then top-k, then top-p (nucleus), then one
   draw per sequence with the exponential-race trick (argmax(p / E), E ~ Exp(1)) from a
   torch.Generator seeded by `seed`: the draws do not depend on the probabilities' last bits, so the
@@ -16,12 +24,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from enlace_model.model import Transformer
+from enlace_model.model import Block, LayerCache, Transformer
+
+# _decode_step on CPU: only matmuls use the thread pool (see there). A switch for benchmarks.
+SPLIT_DECODE_THREADS = True
 
 __all__ = ["generate", "generate_stream", "sample_next"]
 
@@ -85,12 +99,6 @@ def _check_args(
         bad = [t for t in p if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"token id {bad[0]} outside the vocabulary (0..{vocab - 1})")
-    longest = max(len(p) for p in prompts) + max_new_tokens
-    if longest > model.cfg.context_length:
-        raise ValueError(
-            f"prompt ({max(len(p) for p in prompts)} tokens) + max_new_tokens ({max_new_tokens}) "
-            f"exceeds the model's context_length ({model.cfg.context_length})"
-        )
 
 
 def generate_stream(
@@ -107,20 +115,52 @@ def generate_stream(
     """Yield, after each decoding step, the new token of every sequence (None for a sequence that
     has already stopped). Ends after max_new_tokens steps or when every sequence has stopped."""
     _check_args(model, prompts, max_new_tokens, temperature, top_k, top_p)
-    if max_new_tokens == 0:
-        return
     stops = set(stop_tokens)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=model.embed.weight.device)
+        generator.manual_seed(seed)
+    context = model.cfg.context_length
+    windows = [list(p) if len(p) < context else list(p[-(context // 2) :]) for p in prompts]
+    alive = [True] * len(prompts)
+    produced = 0
+    while produced < max_new_tokens:
+        n = min(max_new_tokens - produced, context - max(len(w) for w in windows))
+        sample = _sampler(temperature, top_k, top_p, generator)
+        for tokens in _decode_window(model, windows, n, sample):
+            out: list[int | None] = []
+            for i, t in enumerate(tokens):
+                alive[i] = alive[i] and t not in stops
+                out.append(t if alive[i] else None)
+                windows[i].append(t)
+            yield out
+            produced += 1
+            if not any(alive):
+                return
+        windows = [w[-(context // 2) :] for w in windows]
+
+
+def _sampler(
+    temperature: float, top_k: int | None, top_p: float | None, generator: torch.Generator | None
+) -> Callable[[Tensor], Tensor]:
+    def sample(logits: Tensor) -> Tensor:
+        return sample_next(
+            logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
+        )
+
+    return sample
+
+
+def _decode_window(
+    model: Transformer, prompts: list[list[int]], n: int, sample: Callable[[Tensor], Tensor]
+) -> Iterator[list[int]]:
+    """n tokens per prompt (all fit in the context), each step's tokens as soon as they exist."""
     cfg = model.cfg
     weight = model.embed.weight
     device, dtype = weight.device, weight.dtype
     B = len(prompts)
     P = max(len(p) for p in prompts)  # prompt slots; shorter prompts are left-padded
-    L = P + max_new_tokens
-    generator = None
-    if seed is not None:
-        generator = torch.Generator(device=device)
-        generator.manual_seed(seed)
-
+    L = P + n
     with torch.inference_mode():
         shape = (B, cfg.n_kv_heads, L, cfg.head_dim)
         cache = [
@@ -153,27 +193,25 @@ def generate_stream(
         logits = model.forward_cached(
             idx, cache, 0, None if positions is None else positions[:, :P], prefill_mask
         )  # (B, V)
-        alive = [True] * B
-        tables = model.decode_tables() if model.decode_fast_path() else None
+        fast = model.attention in ("auto", "math") and dtype in (torch.float32, torch.float64)
+        tables = _decode_tables(model) if fast else None
         step_ids = torch.empty(B, 1, dtype=torch.long, device=device)  # reused every step
-        for step in range(max_new_tokens):
-            nxt = sample_next(
-                logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
-            )  # (B,)
-            tokens = nxt.tolist()
-            out: list[int | None] = []
-            for i, t in enumerate(tokens):
-                if alive[i] and t in stops:
-                    alive[i] = False
-                out.append(t if alive[i] else None)
-            yield out
-            if not any(alive) or step == max_new_tokens - 1:
+        for step in range(n):
+            nxt = sample(logits)  # (B,)
+            yield nxt.tolist()
+            if step == n - 1:
                 return
             s = P + step  # the cache slot of this new token
             step_mask = None if key_mask is None else key_mask[..., : s + 1]  # (B, 1, 1, s+1)
             if tables is not None:
-                logits = model.decode_step(
-                    nxt, cache, s, tables, None if positions is None else positions[:, s], step_mask
+                logits = _decode_step(
+                    model,
+                    nxt,
+                    cache,
+                    s,
+                    tables,
+                    None if positions is None else positions[:, s],
+                    step_mask,
                 )
             else:
                 step_ids.copy_(nxt.view(B, 1))
@@ -213,3 +251,143 @@ def generate(
             if t is not None:
                 outs[i].append(t)
     return outs
+
+
+# --- the decoding step: one token per sequence, minimal Python ----------------------------------
+# One block's weights in _decode_step's order: attn_norm, q|k|v stacked, q_norm, k_norm, o,
+# mlp_norm, gate|up stacked, down.
+LayerWeights = tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor, Tensor, Tensor, Tensor]
+
+
+@dataclass
+class DecodeTables:
+    """What `_decode_step` reads each step, gathered once per window."""
+
+    layers: list[LayerWeights]
+    cos_q: Tensor
+    sin_q: Tensor
+    cos_k: Tensor
+    sin_k: Tensor
+
+
+def _decode_tables(model: Transformer) -> DecodeTables:
+    """What decode_step reads, gathered once per generation: the q/k/v and gate/up matrices
+    stacked (one matmul each instead of three and two: fewer dispatches and fewer thread
+    barriers per token, the same bytes read; a temporary copy of those weights), the others by
+    reference, and rotary tables folded for decoding: rotate_half(x) = roll(x, D/2) * [-1…, +1…],
+    with q's tables carrying the 1/sqrt(D) scale."""
+    layers: list[LayerWeights] = []
+    for layer in model.layers:
+        assert isinstance(layer, Block)
+        a, m = layer.attn, layer.mlp
+        qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))  # ((H+2KV)·D, C)
+        gate_up = torch.cat((m.gate_proj.weight, m.up_proj.weight))  # (2·F, C)
+        layers.append(
+            (
+                layer.attn_norm.weight,
+                qkv,
+                None if a.q_norm is None else a.q_norm.weight,
+                None if a.k_norm is None else a.k_norm.weight,
+                a.o_proj.weight,
+                layer.mlp_norm.weight,
+                gate_up,
+                m.down_proj.weight,
+            )
+        )
+    D = model.cfg.head_dim
+    sign = torch.ones(D, dtype=model.rope_sin.dtype, device=model.rope_sin.device)
+    sign[: D // 2] = -1.0
+    scale = 1.0 / math.sqrt(D)
+    sin = model.rope_sin * sign  # (context, D)
+    return DecodeTables(
+        layers=layers,
+        cos_k=model.rope_cos,
+        sin_k=sin,
+        cos_q=model.rope_cos * scale,
+        sin_q=sin * scale,
+    )
+
+
+def _decode_step(
+    model: Transformer,
+    tokens: Tensor,
+    cache: Sequence[LayerCache],
+    pos: int,
+    tables: DecodeTables,
+    positions: Tensor | None = None,
+    mask: Tensor | None = None,
+) -> Tensor:
+    """One new token per sequence, tokens (B,) at cache slot `pos` → logits (B, V).
+
+    The same computation as `Transformer.forward_cached` with T = 1 under the math backend, written with
+    functional calls on weight references: no module dispatch, no SDPA dispatch, no kv-head
+    expansion, rotary as two multiply-adds. positions (B,) per-sequence rotary positions
+    (left-padded batches); mask additive (B, 1, 1, pos+1)."""
+    p = pos if positions is None else positions
+    cos_q, sin_q = tables.cos_q[p].unsqueeze(-2), tables.sin_q[p].unsqueeze(-2)  # (…, 1, D)
+    cos_k, sin_k = tables.cos_k[p].unsqueeze(-2), tables.sin_k[p].unsqueeze(-2)
+    # On CPU only the matrix products get the thread pool: waking a second thread for a
+    # norm, a rotation or a 4×S softmax costs more than the work, and on a busy machine far
+    # more (a descheduled thread stalls every parallel region). Switching costs < 1 µs.
+    threads = torch.get_num_threads()
+    split = threads > 1 and tokens.device.type == "cpu" and SPLIT_DECODE_THREADS
+
+    def linear(h: Tensor, w: Tensor) -> Tensor:
+        if not split:
+            return F.linear(h, w)
+        torch.set_num_threads(threads)
+        try:
+            return F.linear(h, w)
+        finally:
+            torch.set_num_threads(1)
+
+    if split:
+        torch.set_num_threads(1)
+    try:
+        return _decode_layers(
+            model, tokens, cache, pos, tables, mask, linear, cos_q, sin_q, cos_k, sin_k
+        )
+    finally:
+        if split:
+            torch.set_num_threads(threads)
+
+
+def _decode_layers(
+    model: Transformer,
+    tokens: Tensor,
+    cache: Sequence[LayerCache],
+    pos: int,
+    tables: DecodeTables,
+    mask: Tensor | None,
+    linear: Callable[[Tensor, Tensor], Tensor],
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+) -> Tensor:
+    cfg = model.cfg
+    B, C, H, KV, D = tokens.shape[0], cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    eps, half = cfg.norm_eps, D // 2
+    q_end, k_end, ffn = H * D, (H + KV) * D, cfg.ffn_hidden
+    x = F.embedding(tokens, model.embed.weight)  # (B, C)
+    for (w_an, w_qkv, w_qn, w_kn, w_o, w_mn, w_gu, w_d), (kc, vc) in zip(
+        tables.layers, cache, strict=True
+    ):
+        qkv = linear(F.rms_norm(x, (C,), w_an, eps), w_qkv)  # (B, (H+2KV)·D)
+        q = qkv[:, :q_end].view(B, H, D)
+        k = qkv[:, q_end:k_end].view(B, KV, D)
+        if w_qn is not None and w_kn is not None:
+            q = F.rms_norm(q, (D,), w_qn, eps)
+            k = F.rms_norm(k, (D,), w_kn, eps)
+        q = torch.addcmul(q * cos_q, q.roll(half, -1), sin_q)  # rotated and scaled (B, H, D)
+        kc.select(2, pos).copy_(torch.addcmul(k * cos_k, k.roll(half, -1), sin_k))  # (B, KV, D)
+        vc.select(2, pos).copy_(qkv[:, k_end:].view(B, KV, D))
+        keys = kc.narrow(2, 0, pos + 1)  # (B, KV, pos+1, D)
+        scores = torch.matmul(q.view(B, KV, H // KV, D), keys.transpose(2, 3))  # (B, KV, G, S)
+        if mask is not None:
+            scores = scores + mask
+        y = torch.matmul(torch.softmax(scores, -1), vc.narrow(2, 0, pos + 1))  # (B, KV, G, D)
+        x = x + linear(y.view(B, H * D), w_o)
+        gate_up = linear(F.rms_norm(x, (C,), w_mn, eps), w_gu)  # (B, 2F)
+        x = x + linear(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:], w_d)
+    return linear(F.rms_norm(x, (C,), model.norm.weight, eps), model.head_weight)  # (B, V)

@@ -8,7 +8,10 @@ Straight from a checkpoint or run directory; no Hugging Face folder and no conve
   Tensor names come from the Hugging Face names (export.py) through gguf's own name table.
 - Every hyperparameter: context, width, depth, heads, kv heads, head dim, SwiGLU width, RMSNorm eps,
   rotary base, vocabulary size.
-- Tokenizer, read from the same files the Hugging Face export writes (`export.tokenizer_files`):
+- Tokenizer, read from the checkpoint's tokenizer files (written by enlace-data, see
+  checkpoint.TOKENIZER_FILES): the vocabulary from tokenizer.json, the roles (bos, eos, padding,
+  unknown) from tokenizer_config.json, checked against enlace_tokenizer.json; an exported folder
+  re-saved by transformers (which keeps only the first two) exports the same:
   * SentencePiece: llama.cpp's SentencePiece tokenizer (`llama`): every piece with its type
     (normal, byte, control, user-defined, unknown) and a score that orders the merges as
     SentencePiece does (its BPE pieces are sorted by score, so minus the id keeps the order);
@@ -37,17 +40,16 @@ from torch import Tensor
 
 from enlace_model.checkpoint import (
     HF_TOKENIZER_CONFIG_FILE,
+    HF_TOKENIZER_FILE,
     load_state_dict,
     read_model_config,
     resolve_checkpoint,
 )
 from enlace_model.errors import CheckpointError
-from enlace_model.export import (
-    WEIGHTS_LICENSE,
-    state_dict_to_hf,
-    token_id,
-    tokenizer_files,
-)
+from enlace_model.export import chat_template as saved_chat_template
+from enlace_model.export import read_json, tokenizer_description
+from enlace_model.hf import state_dict_to_hf
+from enlace_model.model_card import WEIGHTS_LICENSE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -182,8 +184,41 @@ def _vocabulary(tok: Mapping[str, Any]) -> tuple[str, list[str], list[float], li
     return "gpt2", tokens, scores, types
 
 
-def _add_tokenizer(w: Any, files: Mapping[str, Any], chat_template: str | None) -> None:
-    tok = files["tokenizer.json"]
+def _tokenizer_files(ckpt: Path, cfg: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(tokenizer.json, tokenizer_config.json) of the checkpoint, as enlace-data wrote them."""
+    tokenizer_description(ckpt, cfg.vocab_size)  # refuses another vocabulary or old files
+    tok_file = ckpt / HF_TOKENIZER_FILE
+    if not tok_file.is_file():
+        raise CheckpointError(
+            f"{ckpt}: no tokenizer to put in the GGUF file (llama.cpp needs one, from "
+            f"{HF_TOKENIZER_FILE}); write the tokenizer files with `enlace-data tokenizer "
+            f"CORPUS_DIR --save {ckpt}` and export again"
+        )
+    config_file = ckpt / HF_TOKENIZER_CONFIG_FILE
+    config = read_json(config_file) if config_file.is_file() else {}
+    tok = read_json(tok_file)
+    ids = set(tok["model"]["vocab"].values()) | {a["id"] for a in tok.get("added_tokens", [])}
+    if len(ids) != cfg.vocab_size:
+        raise CheckpointError(
+            f"{tok_file}: {len(ids)} tokens but the model has vocab_size {cfg.vocab_size}"
+        )
+    return tok, config
+
+
+def _token_id(tok: Mapping[str, Any], config: Mapping[str, Any], role: str) -> int | None:
+    """The id of a role (bos_token, eos_token, pad_token, unk_token) named in tokenizer_config.json."""
+    piece = config.get(role)
+    if isinstance(piece, dict):  # transformers may save an AddedToken as a dict
+        piece = piece.get("content")
+    if piece is None:
+        return None
+    added = {a["content"]: a["id"] for a in tok.get("added_tokens", [])}
+    return added.get(piece, tok["model"]["vocab"].get(piece))
+
+
+def _add_tokenizer(
+    w: Any, tok: Mapping[str, Any], config: Mapping[str, Any], template: str | None
+) -> None:
     kind, tokens, scores, types = _vocabulary(tok)
     w.add_tokenizer_model(kind)
     w.add_token_list(tokens)
@@ -201,14 +236,13 @@ def _add_tokenizer(w: Any, files: Mapping[str, Any], chat_template: str | None) 
         ("pad_token", w.add_pad_token_id),
         ("unk_token", w.add_unk_token_id),
     ):
-        i = token_id(files, role)
+        i = _token_id(tok, config, role)
         if i is not None:
             add(i)
     if _END_OF_TURN in tokens:
         w.add_eot_token_id(tokens.index(_END_OF_TURN))
     w.add_add_bos_token(False)
     w.add_add_eos_token(False)
-    template = chat_template or files.get(HF_TOKENIZER_CONFIG_FILE, {}).get("chat_template")
     if template:
         w.add_chat_template(template)
 
@@ -230,12 +264,7 @@ def export_gguf(
     ckpt = resolve_checkpoint(checkpoint)
     cfg = read_model_config(ckpt)
     state = load_state_dict(ckpt)
-    files = tokenizer_files(ckpt, cfg)
-    if not files:
-        raise CheckpointError(
-            f"{ckpt}: no tokenizer to put in the GGUF file (llama.cpp needs one); copy the "
-            f"corpus's tokenizer.model into the checkpoint and export again"
-        )
+    tok, tok_config = _tokenizer_files(ckpt, cfg)
     out = Path(out_file)
     if out.is_dir():
         raise CheckpointError(f"{out}: is a directory; give the .gguf file to write")
@@ -245,7 +274,7 @@ def export_gguf(
     writer = gguf.GGUFWriter(tmp, arch)
     try:
         _add_hyperparameters(writer, cfg, f"enlace-{ckpt.name}", outtype)
-        _add_tokenizer(writer, files, chat_template)
+        _add_tokenizer(writer, tok, tok_config, chat_template or saved_chat_template(ckpt))
         for name, data, qtype in _tensors(cfg, state, outtype):
             writer.add_tensor(name, data, raw_dtype=qtype)
         writer.write_header_to_file()

@@ -20,12 +20,12 @@ Architecture choices, and why:
   honoured by the flash and math kernels only, so for `mem_efficient` (the 2060's kernel) the
   key/value heads are expanded before the call; `auto` expands them on CUDA (so every fused kernel
   is eligible) and not on CPU.
+  The backend is the model's `attention` attribute, read at call time: nothing is stored in the
+  layers, so moving the model to another device needs no bookkeeping.
 - A single-query path for decoding (one new token against the KV cache): two small matmuls and a
   softmax, no SDPA dispatch. It is the math kernel's computation, so it is used for `auto` and
-  `math`; a forced fused backend keeps going through SDPA even when decoding. In float32/float64
-  generation goes further through `decode_step`: functional calls on stacked q|k|v and gate|up
-  weights, no module dispatch, and on CPU only the matmuls get the thread pool (per-token
-  overhead, not FLOPs, is what limits batch-1 decoding).
+  `math`; a forced fused backend keeps going through SDPA even when decoding. (generation.py has
+  the KV cache and the decoding loop.)
 - SwiGLU MLP (silu(gate) * up → down), hidden width from the config.
 - The LM head is tied to the token embedding or separate, by config. When tied there is no
   `lm_head` parameter at all (the forward uses the embedding matrix), so the state dict holds each
@@ -54,7 +54,7 @@ L cache length.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -85,14 +85,8 @@ _SDPA_BACKENDS: dict[str, list[SDPBackend] | None] = {
     "auto": None,
 }
 
-# decode_step on CPU: only matmuls use the thread pool (see there). A switch for benchmarks.
-_SPLIT_DECODE_THREADS = True
-
 # A cache for one layer: (keys, values), each (B, KV, L, D), written in place.
 LayerCache = tuple[Tensor, Tensor]
-# One block's weights in decode_step's order: attn_norm, q|k|v stacked, q_norm, k_norm, o,
-# mlp_norm, gate|up stacked, down.
-LayerWeights = tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor, Tensor, Tensor, Tensor]
 
 
 # --- norm ---------------------------------------------------------------------------------------
@@ -160,16 +154,13 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
-        # Set by Transformer.set_attention.
-        self.backend = "auto"
-        self.expand_kv = False
-        self.single_query = True
 
     def forward(
         self,
         x: Tensor,
         cos: Tensor,
         sin: Tensor,
+        attention: str,
         cache: LayerCache | None = None,
         pos: int = 0,
         mask: Tensor | None = None,
@@ -190,16 +181,19 @@ class Attention(nn.Module):
             v_cache[:, :, pos : pos + T] = v
             k = k_cache[:, :, : pos + T]  # (B, KV, pos+T, D)
             v = v_cache[:, :, : pos + T]
-        if T == 1 and cache is not None and self.single_query:
+        if T == 1 and cache is not None and attention in ("auto", "math"):
             y = single_query_attention(q, k, v, mask)  # (B, H, 1, D)
         else:
-            y = self._sdpa(q, k, v, mask, causal=pos == 0 and mask is None)  # (B, H, T, D)
+            y = self._sdpa(q, k, v, mask, pos == 0 and mask is None, attention)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*D)
         return self.o_proj(y)
 
-    def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+    def _sdpa(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, attention: str
+    ) -> Tensor:
         gqa = self.n_kv_heads != self.n_heads
-        if gqa and self.expand_kv:
+        # auto expands on CUDA too, so that every fused kernel is eligible.
+        if gqa and (attention == "mem_efficient" or (attention == "auto" and q.is_cuda)):
             # The memory-efficient kernel ignores enable_gqa: give it one kv head per query head.
             k = k.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, H, L, D)
             v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
@@ -213,11 +207,11 @@ class Attention(nn.Module):
         except RuntimeError as e:
             message = str(e).lower()
             no_kernel = "no available kernel" in message or "no viable backend" in message
-            if self.backend == "auto" or not no_kernel:
+            if attention == "auto" or not no_kernel:
                 raise
             dtype = str(q.dtype).removeprefix("torch.")
             raise AttentionBackendError(
-                f"attention backend '{self.backend}' cannot run here (device {q.device.type}, "
+                f"attention backend '{attention}' cannot run here (device {q.device.type}, "
                 f"dtype {dtype}, head_dim {self.head_dim}): {str(e).rstrip('.')}. "
                 f"Choose another one with hardware.attention (or attention= when loading): "
                 f"'math' runs everywhere, 'auto' lets PyTorch pick; flash needs a CPU or an "
@@ -253,26 +247,16 @@ class Block(nn.Module):
         x: Tensor,
         cos: Tensor,
         sin: Tensor,
+        attention: str,
         cache: LayerCache | None = None,
         pos: int = 0,
         mask: Tensor | None = None,
     ) -> Tensor:
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, pos, mask)
+        x = x + self.attn(self.attn_norm(x), cos, sin, attention, cache, pos, mask)
         return x + self.mlp(self.mlp_norm(x))
 
 
 # --- model --------------------------------------------------------------------------------------
-@dataclass
-class DecodeTables:
-    """What `Transformer.decode_step` reads each step, gathered once per generation."""
-
-    layers: list[LayerWeights]
-    cos_q: Tensor
-    sin_q: Tensor
-    cos_k: Tensor
-    sin_k: Tensor
-
-
 @dataclass
 class ModelOutput:
     """logits (B, T, V); with targets: loss = ce_loss + z_loss (z_loss already weighted)."""
@@ -299,7 +283,7 @@ class Transformer(nn.Module):
         self.rope_sin: Tensor
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.attention = "auto"
+        self.attention = "auto"  # the SDPA backend, read at call time (set_attention checks it)
         self.set_attention(attention)
         self.init_weights()
 
@@ -340,25 +324,6 @@ class Transformer(nn.Module):
                 f"unknown attention backend {name!r}; choose one of {', '.join(ATTENTION_BACKENDS)}"
             )
         self.attention = name
-        for layer in self.layers:
-            assert isinstance(layer, Block)
-            layer.attn.backend = name
-            layer.attn.single_query = name in ("auto", "math")
-            layer.attn.expand_kv = name == "mem_efficient"
-        self._update_auto_expand()
-
-    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
-        out = super()._apply(fn, recurse)
-        self._update_auto_expand()  # the device may have changed
-        return out
-
-    def _update_auto_expand(self) -> None:
-        if self.attention != "auto":
-            return
-        on_cuda = self.embed.weight.device.type == "cuda"
-        for layer in self.layers:
-            assert isinstance(layer, Block)
-            layer.attn.expand_kv = on_cuda
 
     def _sdpa_context(self) -> AbstractContextManager[object]:
         backends = _SDPA_BACKENDS[self.attention]
@@ -382,7 +347,7 @@ class Transformer(nn.Module):
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)  # (T, D)
         with self._sdpa_context():
             for layer in self.layers:
-                x = layer(x, cos, sin)
+                x = layer(x, cos, sin, self.attention)
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
         if targets is None:
             return ModelOutput(logits=logits)
@@ -411,142 +376,10 @@ class Transformer(nn.Module):
         else:
             cos = self.rope_cos[positions].to(x.dtype).unsqueeze(1)  # (B, 1, T, D)
             sin = self.rope_sin[positions].to(x.dtype).unsqueeze(1)
-        if T == 1 and self.attention in ("auto", "math"):
+        with self._sdpa_context():
             for layer, layer_cache in zip(self.layers, cache, strict=True):
-                x = layer(x, cos, sin, layer_cache, pos, mask)
-        else:
-            with self._sdpa_context():
-                for layer, layer_cache in zip(self.layers, cache, strict=True):
-                    x = layer(x, cos, sin, layer_cache, pos, mask)
+                x = layer(x, cos, sin, self.attention, layer_cache, pos, mask)
         return F.linear(self.norm(x[:, -1]), self.head_weight)  # (B, V)
-
-    # --- the decoding step: one token per sequence, minimal Python ------------------------------
-    def decode_fast_path(self) -> bool:
-        """Whether `decode_step` applies: math-equivalent backends, float32/float64 weights."""
-        return self.attention in ("auto", "math") and self.embed.weight.dtype in (
-            torch.float32,
-            torch.float64,
-        )
-
-    def decode_tables(self) -> DecodeTables:
-        """What decode_step reads, gathered once per generation: the q/k/v and gate/up matrices
-        stacked (one matmul each instead of three and two: fewer dispatches and fewer thread
-        barriers per token, the same bytes read; a temporary copy of those weights), the others by
-        reference, and rotary tables folded for decoding: rotate_half(x) = roll(x, D/2) * [-1…, +1…],
-        with q's tables carrying the 1/sqrt(D) scale."""
-        layers: list[LayerWeights] = []
-        for layer in self.layers:
-            assert isinstance(layer, Block)
-            a, m = layer.attn, layer.mlp
-            qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))  # ((H+2KV)·D, C)
-            gate_up = torch.cat((m.gate_proj.weight, m.up_proj.weight))  # (2·F, C)
-            layers.append(
-                (
-                    layer.attn_norm.weight,
-                    qkv,
-                    None if a.q_norm is None else a.q_norm.weight,
-                    None if a.k_norm is None else a.k_norm.weight,
-                    a.o_proj.weight,
-                    layer.mlp_norm.weight,
-                    gate_up,
-                    m.down_proj.weight,
-                )
-            )
-        D = self.cfg.head_dim
-        sign = torch.ones(D, dtype=self.rope_sin.dtype, device=self.rope_sin.device)
-        sign[: D // 2] = -1.0
-        scale = 1.0 / math.sqrt(D)
-        sin = self.rope_sin * sign  # (context, D)
-        return DecodeTables(
-            layers=layers,
-            cos_k=self.rope_cos,
-            sin_k=sin,
-            cos_q=self.rope_cos * scale,
-            sin_q=sin * scale,
-        )
-
-    def decode_step(
-        self,
-        tokens: Tensor,
-        cache: Sequence[LayerCache],
-        pos: int,
-        tables: DecodeTables,
-        positions: Tensor | None = None,
-        mask: Tensor | None = None,
-    ) -> Tensor:
-        """One new token per sequence, tokens (B,) at cache slot `pos` → logits (B, V).
-
-        The same computation as `forward_cached` with T = 1 under the math backend, written with
-        functional calls on weight references: no module dispatch, no SDPA dispatch, no kv-head
-        expansion, rotary as two multiply-adds. positions (B,) per-sequence rotary positions
-        (left-padded batches); mask additive (B, 1, 1, pos+1)."""
-        p = pos if positions is None else positions
-        cos_q, sin_q = tables.cos_q[p].unsqueeze(-2), tables.sin_q[p].unsqueeze(-2)  # (…, 1, D)
-        cos_k, sin_k = tables.cos_k[p].unsqueeze(-2), tables.sin_k[p].unsqueeze(-2)
-        # On CPU only the matrix products get the thread pool: waking a second thread for a
-        # norm, a rotation or a 4×S softmax costs more than the work, and on a busy machine far
-        # more (a descheduled thread stalls every parallel region). Switching costs < 1 µs.
-        threads = torch.get_num_threads()
-        split = threads > 1 and tokens.device.type == "cpu" and _SPLIT_DECODE_THREADS
-
-        def linear(h: Tensor, w: Tensor) -> Tensor:
-            if not split:
-                return F.linear(h, w)
-            torch.set_num_threads(threads)
-            try:
-                return F.linear(h, w)
-            finally:
-                torch.set_num_threads(1)
-
-        if split:
-            torch.set_num_threads(1)
-        try:
-            return self._decode_layers(
-                tokens, cache, pos, tables, mask, linear, cos_q, sin_q, cos_k, sin_k
-            )
-        finally:
-            if split:
-                torch.set_num_threads(threads)
-
-    def _decode_layers(
-        self,
-        tokens: Tensor,
-        cache: Sequence[LayerCache],
-        pos: int,
-        tables: DecodeTables,
-        mask: Tensor | None,
-        linear: Callable[[Tensor, Tensor], Tensor],
-        cos_q: Tensor,
-        sin_q: Tensor,
-        cos_k: Tensor,
-        sin_k: Tensor,
-    ) -> Tensor:
-        cfg = self.cfg
-        B, C, H, KV, D = tokens.shape[0], cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        eps, half = cfg.norm_eps, D // 2
-        q_end, k_end, ffn = H * D, (H + KV) * D, cfg.ffn_hidden
-        x = F.embedding(tokens, self.embed.weight)  # (B, C)
-        for (w_an, w_qkv, w_qn, w_kn, w_o, w_mn, w_gu, w_d), (kc, vc) in zip(
-            tables.layers, cache, strict=True
-        ):
-            qkv = linear(F.rms_norm(x, (C,), w_an, eps), w_qkv)  # (B, (H+2KV)·D)
-            q = qkv[:, :q_end].view(B, H, D)
-            k = qkv[:, q_end:k_end].view(B, KV, D)
-            if w_qn is not None and w_kn is not None:
-                q = F.rms_norm(q, (D,), w_qn, eps)
-                k = F.rms_norm(k, (D,), w_kn, eps)
-            q = torch.addcmul(q * cos_q, q.roll(half, -1), sin_q)  # rotated and scaled (B, H, D)
-            kc.select(2, pos).copy_(torch.addcmul(k * cos_k, k.roll(half, -1), sin_k))  # (B, KV, D)
-            vc.select(2, pos).copy_(qkv[:, k_end:].view(B, KV, D))
-            keys = kc.narrow(2, 0, pos + 1)  # (B, KV, pos+1, D)
-            scores = torch.matmul(q.view(B, KV, H // KV, D), keys.transpose(2, 3))  # (B, KV, G, S)
-            if mask is not None:
-                scores = scores + mask
-            y = torch.matmul(torch.softmax(scores, -1), vc.narrow(2, 0, pos + 1))  # (B, KV, G, D)
-            x = x + linear(y.view(B, H * D), w_o)
-            gate_up = linear(F.rms_norm(x, (C,), w_mn, eps), w_gu)  # (B, 2F)
-            x = x + linear(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:], w_d)
-        return linear(F.rms_norm(x, (C,), self.norm.weight, eps), self.head_weight)  # (B, V)
 
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss_weight: float) -> tuple[Tensor, Tensor]:

@@ -11,9 +11,12 @@ from typing import Any
 from enlace_config.schema.model import ModelConfig
 from torch import Tensor
 
-from enlace_model.checkpoint import CONFIG_FILE, TOKENIZER_MODEL_FILE, checkpoint_step
+from enlace_model.checkpoint import CONFIG_FILE, checkpoint_step
 
-__all__ = ["model_card"]
+__all__ = ["WEIGHTS_LICENSE", "model_card"]
+
+# The license the exported weights are published under: the project's own.
+WEIGHTS_LICENSE = "mit"
 
 RUN_CONFIG_FILE = "config.yaml"  # written by the trainer into the run directory
 
@@ -43,22 +46,28 @@ def _data_line(run: Mapping[str, Any]) -> str:
     return f"{kind}, de `{data.get('path')}`"
 
 
-def _tokenizer_line(files: Mapping[str, Any], cfg: ModelConfig) -> str:
-    if TOKENIZER_MODEL_FILE in files:
+def _tokenizer_line(description: Mapping[str, Any] | None, cfg: ModelConfig) -> str:
+    kind = description.get("kind") if description else None
+    if kind == "sentencepiece":
         return (
             f"SentencePiece BPE de {cfg.vocab_size} piezas, con respaldo de bytes (ningún texto "
             f"queda sin representar); `tokenizer.model` y su conversión `tokenizer.json`"
         )
-    if files:
+    if kind == "bytes":
         return "bytes UTF-8: el identificador de cada token es el valor del byte (0-255)"
     return "no incluido en esta exportación"
 
 
 def model_card(
-    ckpt: Path, cfg: ModelConfig, state: Mapping[str, Tensor], files: Mapping[str, Any]
+    ckpt: Path,
+    cfg: ModelConfig,
+    state: Mapping[str, Tensor],
+    description: Mapping[str, Any] | None,
+    *,
+    chat: bool,
 ) -> str:
-    """README.md for the folder exported from checkpoint `ckpt`."""
-    from enlace_model.export import WEIGHTS_LICENSE, chat_template
+    """README.md for the folder exported from checkpoint `ckpt`. description: its
+    enlace_tokenizer.json (None without tokenizer files); chat: whether it has a chat template."""
 
     run = _run_config(ckpt)
     name = (run.get("run") or {}).get("name") if isinstance(run.get("run"), dict) else None
@@ -66,7 +75,6 @@ def model_card(
     step = checkpoint_step(ckpt)
     n_params = sum(t.numel() for t in state.values())
     arch = "Qwen3" if cfg.qk_norm else "Llama"
-    chat = chat_template(ckpt) is not None
     return f"""---
 language:
 - es
@@ -86,7 +94,7 @@ Modelo de lenguaje en español entrenado desde cero con Enlace{f" (paso {step})"
 - **Tamaño:** {n_params / 1e6:.1f} M de parámetros; {cfg.n_layers} capas, ancho {cfg.d_model}, \
 {cfg.n_heads} cabezas de atención ({cfg.n_kv_heads} de clave/valor), contexto de {cfg.context_length} tokens.
 - **Arquitectura:** `{arch}ForCausalLM` de transformers (la misma red que Enlace, sin conversión de pesos).
-- **Tokenizador:** {_tokenizer_line(files, cfg)}.
+- **Tokenizador:** {_tokenizer_line(description, cfg)}.
 - **Datos de entrenamiento:** {_data_line(run)}.
 - **Licencia de los pesos:** {WEIGHTS_LICENSE.upper()}.
 - **Origen:** `{ckpt.name}/{CONFIG_FILE}` de Enlace.

@@ -1,5 +1,6 @@
 """`enlace-data corpus CONFIG`: build (or resume) a corpus of token shards from a YAML config;
-`enlace-data tokenizer PATH [--text TEXT]`: show a tokenizer (and how it splits a text)."""
+`enlace-data tokenizer PATH [--text TEXT] [--save DIR]`: show a tokenizer (and how it splits a
+text), or write its files (what checkpoints and exports carry) into DIR."""
 
 from __future__ import annotations
 
@@ -35,10 +36,16 @@ def add_parser(subparsers: Any) -> None:
     t = subparsers.add_parser(
         "tokenizer",
         help="show a tokenizer: id, vocabulary, special ids; --text shows how it splits a text",
-        description="PATH: a corpus out_dir, a checkpoint directory or a tokenizer.model file.",
+        description="PATH: a corpus out_dir, a run or checkpoint directory, an exported folder "
+        "or a tokenizer.model file.",
     )
-    t.add_argument("path", help="corpus directory, checkpoint directory or tokenizer.model")
+    t.add_argument("path", help="corpus, run or checkpoint directory, export, or tokenizer.model")
     t.add_argument("--text", help="encode this text and show its pieces")
+    t.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write the tokenizer files into DIR (for `enlace-model export --tokenizer DIR`)",
+    )
     t.set_defaults(func=run_tokenizer)
 
 
@@ -112,4 +119,7 @@ def run_tokenizer(args: argparse.Namespace) -> int:
         else:
             print(" ".join(str(i) for i in ids))
         print("round trip: " + ("ok" if tok.decode(ids) == args.text else "CHANGED"))
+    if args.save is not None:
+        tok.save(args.save)
+        print(f"tokenizer files written to {args.save}")
     return 0

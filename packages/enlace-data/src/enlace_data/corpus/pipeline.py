@@ -44,7 +44,8 @@ from enlace_data.corpus.report import build_report, write_report
 from enlace_data.corpus.sources import SourceReader, resolve_source_files
 from enlace_data.errors import DataError
 from enlace_data.shards import MANIFEST_FILE, SPLITS, list_shards
-from enlace_data.tokenizer import MODEL_FILE, Tokenizer, train_tokenizer
+from enlace_data.tokenizer import Tokenizer, train_tokenizer
+from enlace_data.tokenizer_files import MODEL_FILE
 
 MANIFEST_FORMAT = "enlace-corpus"
 MANIFEST_VERSION = 1

@@ -2,31 +2,96 @@
 `llamacpp` test stage runs the files in llama.cpp): every tensor equals the checkpoint's (exactly in
 f32, within the type's rounding otherwise), every hyperparameter and tokenizer key is present and
 right, for qwen3 (QK-norm) and llama (no QK-norm, permuted q/k) layouts, SentencePiece and byte
-vocabularies; the CLI."""
+vocabularies, their tokenizer read from the files enlace-data wrote into the checkpoint; the CLI.
+(Top level: the checkpoints need enlace-data's real tokenizer files.)"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import pytest
+import torch
+import yaml
+from enlace_config.schema.model import ModelConfig
+from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.tokenizer import Tokenizer, train_tokenizer
 from enlace_model import atomic_checkpoint, build_model, save_model
 from enlace_model.cli import main as cli_main
 from enlace_model.gguf_export import INERT_MERGE, export_gguf, gguf_tensor_names
 
 gguf = pytest.importorskip("gguf")
 
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "packages" / "enlace-data" / "tests" / "sample_es.txt"
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+
+
+def tiny_config(**overrides: object) -> ModelConfig:
+    """The smoke model's shape (configs/model/smoke.yaml), with overrides."""
+    smoke = yaml.safe_load((REPO / "configs" / "model" / "smoke.yaml").read_text())
+    return ModelConfig.model_validate(smoke | overrides)
+
+
+def perturb_norms(model: torch.nn.Module) -> None:
+    """Norm weights start at 1; spread them so a test sees whether each one is exported."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_(1.0, 0.3)
 
 
 def fields(reader) -> dict:
     return {name: f.contents() for name, f in reader.fields.items()}
 
 
-def byte_run(tmp_path, cfg, perturb_norms):
+def add_chat_template(d: Path, template: str) -> None:
+    """A chat model's template lives in its tokenizer_config.json."""
+    f = d / "tokenizer_config.json"
+    f.write_text(json.dumps(json.loads(f.read_text()) | {"chat_template": template}))
+
+
+def byte_run(tmp_path, cfg):
     model = build_model(cfg)
     perturb_norms(model)
     with atomic_checkpoint(tmp_path / "run", 1) as d:
         save_model(d, model, cfg)
+        ByteTokenizer().save(d)
     return model, tmp_path / "run"
+
+
+@dataclass
+class SentencePieceRun:
+    run: Path
+    tok: Tokenizer
+
+
+@pytest.fixture(scope="module")
+def sp_tokenizer() -> Tokenizer:
+    return train_tokenizer(SAMPLE.read_text(encoding="utf-8").split("\n"), vocab_size=600)
+
+
+@pytest.fixture
+def sentencepiece_run(tmp_path, sp_tokenizer) -> Callable[..., SentencePieceRun]:
+    """sentencepiece_run(chat_template=None): a run whose checkpoint holds a tiny model and the
+    tokenizer files of a SentencePiece tokenizer trained by enlace-data."""
+
+    def make(chat_template: str | None = None) -> SentencePieceRun:
+        cfg = tiny_config(vocab_size=sp_tokenizer.vocab_size)
+        model = build_model(cfg)
+        perturb_norms(model)
+        with atomic_checkpoint(tmp_path / "run", 1) as d:
+            save_model(d, model, cfg)
+            sp_tokenizer.save(d)
+            if chat_template is not None:
+                add_chat_template(d, chat_template)
+        return SentencePieceRun(tmp_path / "run", sp_tokenizer)
+
+    return make
 
 
 def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -52,11 +117,9 @@ def gguf_tensors(path) -> dict[str, tuple[str, np.ndarray]]:
     [{}, {"tie_embeddings": False}, {"qk_norm": False, "n_kv_heads": 1}],
     ids=["qwen3-tied", "qwen3-untied", "llama-mqa"],
 )
-def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(
-    tmp_path, tiny_config, perturb_norms, overrides
-):
+def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, overrides):
     cfg = tiny_config(vocab_size=256, rope_theta=5000.0, norm_eps=1e-5, **overrides)
-    model, run = byte_run(tmp_path, cfg, perturb_norms)
+    model, run = byte_run(tmp_path, cfg)
     path = export_gguf(run, tmp_path / "m.gguf", outtype="f32")
     tensors = gguf_tensors(path)
     state = model.state_dict()
@@ -108,9 +171,9 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(
     ("outtype", "matrix", "atol"),
     [("f16", "F16", 1e-3), ("q8_0", "Q8_0", 4e-3), ("q4_0", "Q4_0", 6e-2)],
 )
-def test_quantized_types(tmp_path, tiny_config, perturb_norms, outtype, matrix, atol):
+def test_quantized_types(tmp_path, outtype, matrix, atol):
     cfg = tiny_config(vocab_size=256, d_model=64, ffn_hidden=128, tie_embeddings=False)
-    model, run = byte_run(tmp_path, cfg, perturb_norms)
+    model, run = byte_run(tmp_path, cfg)
     tensors = gguf_tensors(export_gguf(run, tmp_path / "m.gguf", outtype=outtype))
     names = gguf_tensor_names(cfg, list(model.state_dict()))
     for key, want in model.state_dict().items():
@@ -126,9 +189,9 @@ def test_quantized_types(tmp_path, tiny_config, perturb_norms, outtype, matrix, 
     assert ftype == {"f16": 1, "q8_0": 7, "q4_0": 2}[outtype]
 
 
-def test_rows_that_do_not_fill_blocks_fall_back_to_f16(tmp_path, tiny_config, perturb_norms):
+def test_rows_that_do_not_fill_blocks_fall_back_to_f16(tmp_path):
     cfg = tiny_config(vocab_size=256, d_model=48, n_heads=4, n_kv_heads=2, ffn_hidden=80)
-    _, run = byte_run(tmp_path, cfg, perturb_norms)
+    _, run = byte_run(tmp_path, cfg)
     tensors = gguf_tensors(export_gguf(run, tmp_path / "m.gguf", outtype="q8_0"))
     assert tensors["blk.0.ffn_down.weight"][0] == "F16"  # rows of 80: not whole blocks of 32
     assert tensors["blk.0.attn_q.weight"][0] == "F16"  # rows of 48
@@ -139,7 +202,7 @@ def test_sentencepiece_vocabulary(tmp_path, sentencepiece_run):
     run = sentencepiece_run(chat_template=CHAT_TEMPLATE)
     path = export_gguf(run.run, tmp_path / "sp.gguf", outtype="q8_0")
     f = fields(gguf.GGUFReader(path))
-    sp = spm.SentencePieceProcessor(model_proto=run.proto)
+    sp = spm.SentencePieceProcessor(model_file=str(run.run / "checkpoints/step_1/tokenizer.model"))
     n = sp.get_piece_size()
     assert f["tokenizer.ggml.model"] == "llama"
     assert f["tokenizer.ggml.tokens"] == [sp.id_to_piece(i) for i in range(n)]
@@ -184,8 +247,8 @@ def test_chat_template_hook_overrides(tmp_path, sentencepiece_run):
     assert fields(gguf.GGUFReader(path))["tokenizer.chat_template"] == CHAT_TEMPLATE
 
 
-def test_cli_gguf_and_errors(tmp_path, tiny_config, perturb_norms, capsys):
-    _, run = byte_run(tmp_path, tiny_config(vocab_size=256), perturb_norms)
+def test_cli_gguf_and_errors(tmp_path, capsys):
+    _, run = byte_run(tmp_path, tiny_config(vocab_size=256))
     out = tmp_path / "out" / "m.gguf"
     assert cli_main(["export", str(run), str(out), "--format", "gguf", "--type", "q8_0"]) == 0
     assert "exported" in capsys.readouterr().out
@@ -195,6 +258,9 @@ def test_cli_gguf_and_errors(tmp_path, tiny_config, perturb_norms, capsys):
     assert "is a directory" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli_main(["export", str(run), str(out), "--format", "gguf", "--type", "q3"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli_main(["export", str(run), str(out), "--format", "gguf", "--tokenizer", str(tmp_path)])
     assert e.value.code == 2
     # A model whose tokenizer is missing cannot become a llama.cpp file.
     cfg = tiny_config(vocab_size=300)

@@ -1,0 +1,81 @@
+"""A SentencePiece run exported to Hugging Face: the tokenizer files enlace-data wrote into the
+checkpoint are copied, and AutoTokenizer on the folder gives Enlace's ids (except the documented
+difference: with split_special_tokens false, typed "<|endoftext|>" becomes the special id, as a
+rendered chat template needs), with Enlace's eos in the model's configs, the chat template, a
+generation length and a model card. (Top level: it needs enlace-data, enlace-model and
+transformers together.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from enlace_config.schema.model import ModelConfig  # noqa: E402
+from enlace_data import load_tokenizer  # noqa: E402
+from enlace_data.tokenizer import train_tokenizer  # noqa: E402
+from enlace_model import atomic_checkpoint, build_model, save_model  # noqa: E402
+from enlace_model.export import export_hf  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "packages" / "enlace-data" / "tests" / "sample_es.txt"
+TEXTS = [
+    "¡Hola, señora Núñez! ¿Cómo está usted?",
+    "El año 1605 costó 3.250 maravedís.  Dos espacios, y\ttabulador.",
+    "Emoji y escrituras raras: 😀 ☃ 漢字 ε",
+    "\n\nlíneas\n\n\nvacías\n",
+    "El texto literal <|endoftext|> no es un token especial.",
+]
+# A stand-in chat template over the tokenizer's own special tokens (the chat stage writes the real
+# one into the checkpoint's tokenizer_config.json): it checks the hook, not the format.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    lines = SAMPLE.read_text(encoding="utf-8").split("\n")
+    tok = train_tokenizer(lines, vocab_size=600)
+    smoke = yaml.safe_load((REPO / "configs" / "model" / "smoke.yaml").read_text())
+    cfg = ModelConfig(**{**smoke, "vocab_size": tok.vocab_size, "context_length": 64})
+    with atomic_checkpoint(tmp_path / "run", 1) as d:
+        save_model(d, build_model(cfg), cfg)
+        tok.save(d)
+        config = json.loads((d / "tokenizer_config.json").read_text())
+        config["chat_template"] = CHAT_TEMPLATE
+        (d / "tokenizer_config.json").write_text(json.dumps(config))
+    out = export_hf(tmp_path / "run", tmp_path / "hf")
+    hf = AutoTokenizer.from_pretrained(out)
+    assert len(hf) == tok.vocab_size and hf.eos_token_id == tok.eot_id == 1
+    assert hf.model_max_length == 64
+    for text in TEXTS + lines[:50]:
+        ids = tok.encode(text)
+        got = hf(text, add_special_tokens=True)["input_ids"]
+        if "<|endoftext|>" in text:  # the documented difference: special strings become ids
+            assert 1 in got and 1 not in ids, text
+            continue
+        assert got == ids, text
+        assert hf.decode(ids) == tok.decode(ids)
+    assert hf.pad_token_id == 1
+    # The chat template renders to the special ids (split_special_tokens false in the export).
+    chat = [{"role": "user", "content": "¿Qué hora es?"}]
+    text = hf.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    special = tok.special_ids
+    want = [special["<|user|>"], *tok.encode("¿Qué hora es?"), special["<|end|>"]]
+    assert hf(text, add_special_tokens=False)["input_ids"] == [*want, special["<|assistant|>"]]
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert model.generation_config.eos_token_id == 1
+    assert model.generation_config.max_new_tokens == cfg.context_length
+    assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
+    card = (out / "README.md").read_text()
+    assert "language:\n- es" in card and "license: mit" in card and "llama-server" in card
+    assert "incluye plantilla de chat" in card and f"{tok.vocab_size} piezas" in card
+    assert load_tokenizer(out).tokenizer_id == tok.tokenizer_id  # read back by the same rule
