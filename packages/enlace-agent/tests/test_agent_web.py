@@ -279,7 +279,7 @@ def test_start_up_refuses_missing_or_short_tokens() -> None:
     with pytest.raises(WebSetupError, match="demasiado corta"):
         resolve_tokens(config, {"T": "short"})
     assert resolve_tokens(config, {"T": TOKEN_ANA}) == {"Ana": TOKEN_ANA}
-    with pytest.raises(WebSetupError, match="web.people"):
+    with pytest.raises(WebSetupError, match=r"web\.people"):
         resolve_tokens(WebConfig(), {})
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -278,7 +278,7 @@ async def events(web: WebApp, request: Request) -> Response:
         raise HttpError(404, "Esa conversación no existe.")
     live = web.live.get(conversation_id)
 
-    async def stream() -> Any:
+    async def stream() -> AsyncIterator[str]:
         if live is None:
             yield sse({"type": "idle"})
             return
