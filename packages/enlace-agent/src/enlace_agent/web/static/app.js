@@ -127,8 +127,8 @@ async function openConversation(id) {
   try {
     data = await api("/api/conversations/" + encodeURIComponent(id));
   } catch (e) {
-    setStatus(e.message);
-    return newConversation();
+    newConversation();
+    return setStatus(e.message);
   }
   state.current = data.id;
   history.replaceState(null, "", "#" + encodeURIComponent(data.id));
