@@ -6,9 +6,11 @@
 #   2. the cross-package tests in tests/, in the full workspace environment;
 #   3. the promises: the slim packages' locks and wheels carry no torch, enlace-agent's wheel installs
 #      with pip into a fresh environment without torch, enlace_model imports without the trainer;
-#   4. lint (ruff) and types (pyright).
+#   4. the family web page in a real browser (the system's Chromium, headless: the tests marked
+#      `browser`, deselected elsewhere), in enlace-agent's own environment;
+#   5. lint (ruff) and types (pyright).
 #
-# Usage: scripts/test.sh [stage ...]   stages: packages cross promises lint (default: all)
+# Usage: scripts/test.sh [stage ...]   stages: packages cross promises browser lint (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -57,6 +59,12 @@ cross_tests() {
 
 promises() { bash scripts/check_promises.sh; }
 
+browser_tests() {  # Chromium from scripts/install-system-deps.sh; a missing one fails, never skips
+  UV_PROJECT_ENVIRONMENT="$root/.venvs/enlace-agent" \
+    uv run --locked --exact --package enlace-agent \
+    pytest packages/enlace-agent -m browser -q -p no:cacheprovider
+}
+
 lint() {
   uv run --locked ruff check . &&
     uv run --locked ruff format --check . &&
@@ -64,14 +72,15 @@ lint() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises lint)
+[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises browser lint)
 for stage in "${stages[@]}"; do
   case "$stage" in
     packages) for pkg in "${packages[@]}"; do run_stage "tests: $pkg" package_tests "$pkg"; done ;;
     cross) run_stage "tests: cross-package (tests/)" cross_tests ;;
     promises) run_stage "promises (torch-free, importable)" promises ;;
+    browser) run_stage "tests: web page in Chromium" browser_tests ;;
     lint) run_stage "lint + types" lint ;;
-    *) echo "unknown stage: $stage (packages, cross, promises, lint)" >&2; exit 2 ;;
+    *) echo "unknown stage: $stage (packages, cross, promises, browser, lint)" >&2; exit 2 ;;
   esac
 done
 
