@@ -484,12 +484,40 @@ class WebPage:
         self.thread.join(10)
 
 
+def serve_in_thread(app: Any) -> WebPage:
+    """Serves `app` with uvicorn on a free port of 127.0.0.1, in a thread (also used by
+    benchmarks/bench_web.py)."""
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="off"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the web page did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return WebPage(f"http://127.0.0.1:{port}", app, server, thread)
+
+
+def start_model_server() -> ScriptedModel:
+    """A scripted model on 127.0.0.1 outside pytest (the benchmark's); stop it with
+    `.server.server.shutdown()`."""
+    owner = _start_server()
+    model = ScriptedModel(owner)
+    owner.routes["/v1/chat/completions"] = model._handle  # pyright: ignore[reportPrivateUsage]
+    return model
+
+
 @pytest.fixture
 def web_page(
     model_server: ScriptedModel, search_tool: Any, tmp_path: Path
 ) -> Iterator[Callable[..., WebPage]]:
     """`start(people=..., env=..., assistant={...}, **web)` serves the page; stopped at the end."""
-    import uvicorn
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.assistant import Assistant, build_client
@@ -509,20 +537,7 @@ def web_page(
             {"base_url": model_server.base_url, "web": web, **(assistant or {})}
         )
         loop = Assistant(build_client(config, {}), tools=[search_tool], config=config)
-        app = build_app(loop, env or {})
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="off"
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline, "the web page did not start"
-            time.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        page = WebPage(f"http://127.0.0.1:{port}", app, server, thread)
+        page = serve_in_thread(build_app(loop, env or {}))
         started.append(page)
         return page
 
