@@ -99,10 +99,9 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.02, help="model's pause between pieces")
     args = parser.parse_args()
 
-    from enlace_config.schema.agent import AssistantConfig
-
     from enlace_agent.assistant import Assistant, build_client
     from enlace_agent.web import build_app
+    from enlace_config.schema.agent import AssistantConfig
 
     helpers = _conftest()
     model = helpers.start_model_server()
@@ -128,7 +127,10 @@ def main() -> int:
         assistant = Assistant(build_client(config, {}), tools=[], config=config)
         page = helpers.serve_in_thread(build_app(assistant, {}))
         results: list[dict[str, Any]] = [{} for _ in names]
-        threads = [threading.Thread(target=chat, args=(page, n, r)) for n, r in zip(names, results)]
+        threads = [
+            threading.Thread(target=chat, args=(page, n, r))
+            for n, r in zip(names, results, strict=True)
+        ]
         wall = time.perf_counter()
         for t in threads:
             t.start()

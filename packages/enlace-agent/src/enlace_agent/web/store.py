@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import sqlite3
 import time
@@ -19,6 +18,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from enlace_agent.settings import data_dir
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: conversations and their messages.
@@ -68,9 +69,7 @@ class Session:
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "enlace" / "web.sqlite3"
+    return data_dir(environ) / "web.sqlite3"
 
 
 def _hash(token: str) -> str:
