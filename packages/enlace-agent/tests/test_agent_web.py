@@ -383,3 +383,50 @@ def test_serve_refuses_a_bad_setup_with_exit_2(
     open_lan = in_process(main, "serve", "--config", str(config), "--host", "0.0.0.0")
     assert open_lan.returncode == 2 and "token_env" in open_lan.stderr
     assert "Traceback" not in open_lan.stderr
+
+
+def test_serve_runs_the_page_until_stopped(
+    clean_env: dict[str, str], tmp_path: Path, model_server: Any
+) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "assistant.yaml"
+    config.write_text(
+        f"base_url: {model_server.base_url}\nmax_tool_rounds: 0\n"
+        f"web:\n  port: {port}\n  people: [{{name: Ana, token_env: TOKEN_ANA}}]\n",
+        encoding="utf-8",
+    )
+    env = {**clean_env, "TOKEN_ANA": TOKEN_ANA}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "enlace_agent.cli.assistant", "serve", "--config", str(config)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+        assert page.status_code == 200 and "<title>Enlace" in page.text
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert client.post("/api/login", json={"name": "Ana", "token": TOKEN_ANA}).is_success
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=20)
+    # uvicorn shuts down cleanly, then re-raises the signal it caught.
+    assert process.returncode in (0, -signal.SIGTERM), err
+    assert "Traceback" not in err
+    assert f"http://127.0.0.1:{port}/" in err
+    assert TOKEN_ANA not in err
+    assert (tmp_path / "data" / "enlace" / "web.sqlite3").is_file()  # the XDG default

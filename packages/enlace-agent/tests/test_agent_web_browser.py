@@ -171,3 +171,21 @@ def test_each_person_sees_only_their_conversations(
     bruno.locator("#status", has_text="Esa conversación no existe.").wait_for()
     assert bruno.locator("#messages > li").count() == 0
     assert "Mi pregunta privada" not in bruno.content()
+
+
+def test_a_reload_mid_answer_finds_the_conversation_and_the_answer_going_on(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say(ANSWER, pieces=20, delay=0.2)]
+    page = web_page(assistant={"max_tool_rounds": 0})
+    sign_in(tab, page.base)
+    send(tab, "Cuéntamelo despacio")
+    tab.wait_for_function(
+        "() => { const a = document.querySelector('.msg.assistant .text');"
+        " return a && a.textContent.length > 0; }"
+    )
+    tab.reload()
+    assert tab.locator(".msg.user").inner_text() == "Cuéntamelo despacio"
+    tab.locator(".msg.assistant .text", has_text=ANSWER).wait_for()
+    assert tab.locator(".msg.assistant").count() == 1
+    assert tab.locator("#send").is_enabled()
