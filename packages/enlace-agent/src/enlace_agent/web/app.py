@@ -21,10 +21,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from enlace_config.schema.agent import WebConfig
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -35,6 +36,7 @@ from enlace_agent.web.live import EventDict, LiveTurns
 from enlace_agent.web.store import Session, Store
 
 log = logging.getLogger("enlace_agent.web")
+T = TypeVar("T")
 
 COOKIE = "enlace_session"
 CSRF_HEADER = "x-enlace-csrf"
@@ -77,9 +79,13 @@ class WebApp:
     live: LiveTurns
 
     # ------------------------------------------------------------ request checks
-    def session(self, request: Request) -> Session:
+    async def db(self, call: Callable[..., T], *args: Any) -> T:
+        """A store call, off the event loop (SQLite blocks)."""
+        return await run_in_threadpool(call, *args)
+
+    async def session(self, request: Request) -> Session:
         cookie = request.cookies.get(COOKIE)
-        found = self.store.session(cookie) if cookie else None
+        found = await self.db(self.store.session, cookie) if cookie else None
         if found is None or found.person not in self.tokens:
             raise HttpError(401, "Tienes que entrar de nuevo.")
         return found
@@ -190,7 +196,7 @@ async def login(web: WebApp, request: Request) -> Response:
     matches = hmac.compare_digest(given.encode(), (expected or "").encode())
     if name not in web.tokens or (expected is not None and not matches):
         raise HttpError(401, "Nombre o clave incorrectos.")
-    token, _ = web.store.create_session(name, web.config.session_days * 86400)
+    token, _ = await web.db(web.store.create_session, name, web.config.session_days * 86400)
     response = JSONResponse({"ok": True})
     response.set_cookie(
         COOKIE,
@@ -204,16 +210,16 @@ async def login(web: WebApp, request: Request) -> Response:
 
 
 async def logout(web: WebApp, request: Request) -> Response:
-    session = web.session(request)
+    session = await web.session(request)
     web.check_write(request, session)
-    web.store.end_session(request.cookies.get(COOKIE, ""))
+    await web.db(web.store.end_session, request.cookies.get(COOKIE, ""))
     response = JSONResponse({"ok": True})
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
 
 
 async def me(web: WebApp, request: Request) -> Response:
-    session = web.session(request)
+    session = await web.session(request)
     return JSONResponse(
         {
             "name": session.person,
@@ -225,25 +231,27 @@ async def me(web: WebApp, request: Request) -> Response:
 
 
 async def list_conversations(web: WebApp, request: Request) -> Response:
-    session = web.session(request)
-    found = web.store.conversations(session.person, web.config.max_conversations_listed)
+    session = await web.session(request)
+    found = await web.db(
+        web.store.conversations, session.person, web.config.max_conversations_listed
+    )
     return JSONResponse({"conversations": found})
 
 
 async def new_conversation(web: WebApp, request: Request) -> Response:
     """Creates a conversation with its first question and starts answering it."""
-    session = web.session(request)
+    session = await web.session(request)
     web.check_write(request, session)
     question = web.question(await web.read_json(request))
-    conversation_id = web.store.create_conversation(session.person, question)
+    conversation_id = await web.db(web.store.create_conversation, session.person, question)
     return start_turn(web, session.person, conversation_id, question)
 
 
 async def ask(web: WebApp, request: Request) -> Response:
-    session = web.session(request)
+    session = await web.session(request)
     web.check_write(request, session)
     conversation_id = request.path_params["cid"]
-    if not web.store.owns(session.person, conversation_id):
+    if not await web.db(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
     question = web.question(await web.read_json(request))
     if web.live.get(conversation_id) is not None:
@@ -252,6 +260,8 @@ async def ask(web: WebApp, request: Request) -> Response:
 
 
 def start_turn(web: WebApp, person: str, conversation_id: str, question: str) -> Response:
+    # On the event loop, not awaited: no other request can start a turn in this conversation
+    # between the check in `live.start` and the question being saved.
     web.store.add_message(person, conversation_id, "user", question)
     started = web.live.start(
         conversation_id, lambda: web.run_turn(person, conversation_id, question)
@@ -262,8 +272,8 @@ def start_turn(web: WebApp, person: str, conversation_id: str, question: str) ->
 
 
 async def show_conversation(web: WebApp, request: Request) -> Response:
-    session = web.session(request)
-    found = web.store.conversation(session.person, request.path_params["cid"])
+    session = await web.session(request)
+    found = await web.db(web.store.conversation, session.person, request.path_params["cid"])
     if found is None:
         raise HttpError(404, "Esa conversación no existe.")
     found["answering"] = web.live.get(found["id"]) is not None
@@ -272,9 +282,9 @@ async def show_conversation(web: WebApp, request: Request) -> Response:
 
 async def events(web: WebApp, request: Request) -> Response:
     """The answer being written, as server-sent events from its first event; `idle` when none."""
-    session = web.session(request)
+    session = await web.session(request)
     conversation_id = request.path_params["cid"]
-    if not web.store.owns(session.person, conversation_id):
+    if not await web.db(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
     live = web.live.get(conversation_id)
 
