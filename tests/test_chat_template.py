@@ -42,7 +42,9 @@ def _call(name: str, args: Any) -> dict[str, Any]:
 
 
 def handmade() -> list[dict[str, Any]]:
-    nested = {"filtro": {"fechas": ["2026-01-01", "2026-12-31"], "idioma": "es", "n": [1, 2.5, None]}}
+    nested = {
+        "filtro": {"fechas": ["2026-01-01", "2026-12-31"], "idioma": "es", "n": [1, 2.5, None]}
+    }
     return [
         {"messages": [{"role": "user", "content": "Hola"}, {"role": "assistant", "content": "¡Hola!"}]},
         {"messages": [
@@ -81,15 +83,17 @@ def handmade() -> list[dict[str, Any]]:
 
 
 def conversations() -> list[dict[str, Any]]:
-    convs = handmade() + builtin_conversations("train", 30, seed=7) + builtin_conversations("val", 15)
+    convs = (
+        handmade() + builtin_conversations("train", 30, seed=7) + builtin_conversations("val", 15)
+    )
     out = [normalize_conversation(c, "test") for c in convs]
     # Prefixes that end at a user or tool turn: what a chat asks the model to continue.
     for c in list(out):
         for i, m in enumerate(c["messages"]):
-            if m["role"] in ("user", "tool") and i + 1 < len(c["messages"]):
-                if c["messages"][i + 1]["role"] == "assistant":
-                    out.append({**c, "messages": copy.deepcopy(c["messages"][: i + 1])})
-                    break
+            following = c["messages"][i + 1]["role"] if i + 1 < len(c["messages"]) else None
+            if m["role"] in ("user", "tool") and following == "assistant":
+                out.append({**c, "messages": copy.deepcopy(c["messages"][: i + 1])})
+                break
     return out
 
 

@@ -108,19 +108,23 @@ def test_smoke_runs_read_bytes_with_the_builtin_fallback() -> None:
 
 
 def test_sft_runs_start_from_their_base_run() -> None:
-    for name, base in (("sft-cpu", "smoke-cpu"), ("sft-2060", "pretrain-2060"), ("sft-5090", "pretrain-5090")):
+    for name, base in (
+        ("sft-cpu", "smoke-cpu"),
+        ("sft-2060", "pretrain-2060"),
+        ("sft-5090", "pretrain-5090"),
+    ):
         cfg = _run(name).config
         assert cfg.data.kind == "chat" and cfg.train.init_from == f"runs/{base}"
-        assert cfg.model.model_dump(exclude={"context_length"}) == _run(base).config.model.model_dump(
-            exclude={"context_length"}
-        )  # the same network, so the base's weights load
+        network = {"context_length"}  # the rest is the base's network, so its weights load
+        base_model = _run(base).config.model
+        assert cfg.model.model_dump(exclude=network) == base_model.model_dump(exclude=network)
     assert _run("sft-5090").config.hardware.attention != "flash"  # packed rows need a mask
 
 
 def test_byte_chat_vocabulary_agrees_with_the_tokenizer() -> None:
     from enlace_config.schema.run import BYTE_CHAT_VOCAB_SIZE
 
-    assert BYTE_CHAT_VOCAB_SIZE == ByteTokenizer.vocab_size
+    assert ByteTokenizer.vocab_size == BYTE_CHAT_VOCAB_SIZE
 
 
 def test_check_runs_cli_never_imports_torch() -> None:

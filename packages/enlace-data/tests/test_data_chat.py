@@ -96,21 +96,29 @@ def test_file_errors_name_file_and_line(tmp_path: Path) -> None:
     root = tmp_path / "chat"
     root.mkdir()
     good = json.dumps(_conv(), ensure_ascii=False)
-    (root / "train.jsonl").write_text(f"{good}\n{good}\n{{\"messages\": [{{\"role\": \"bot\"}}]}}\n")
+    (root / "train.jsonl").write_text(f'{good}\n{good}\n{{"messages": [{{"role": "bot"}}]}}\n')
     (root / "val.jsonl").write_text(good + "\n")
     cfg = DataConfig(kind="chat", path=str(root), context_length=512)
-    with pytest.raises(DataError, match=r"train\.jsonl: line 3: message 1: missing or unknown role"):
+    with pytest.raises(
+        DataError, match=r"train\.jsonl: line 3: message 1: missing or unknown role"
+    ):
         build_loader(cfg, micro_batch_size=2, seed=0)
 
 
 def test_parse_tool_calls() -> None:
     s = TOK.special_ids
-    good = [s[TOOL_CALL], *TOK.encode('{"name": "buscar", "arguments": {"q": "ñ"}}'), s[TOOL_CALL_END]]
+    good = [
+        s[TOOL_CALL],
+        *TOK.encode('{"name": "buscar", "arguments": {"q": "ñ"}}'),
+        s[TOOL_CALL_END],
+    ]
     calls = parse_tool_calls(good, TOK)
     assert calls is not None and calls[0].name == "buscar" and calls[0].arguments == {"q": "ñ"}
     assert parse_tool_calls(TOK.encode("sin llamada"), TOK) == []
     assert parse_tool_calls(good[:-1], TOK) is None  # unclosed
-    assert parse_tool_calls([s[TOOL_CALL], *TOK.encode('{"name": 1}'), s[TOOL_CALL_END]], TOK) is None
+    assert (
+        parse_tool_calls([s[TOOL_CALL], *TOK.encode('{"name": 1}'), s[TOOL_CALL_END]], TOK) is None
+    )
 
 
 def test_builtin_set_is_valid_varied_and_held_out() -> None:
@@ -140,7 +148,9 @@ def _chat_cfg(tmp_path: Path, n: int, **kw: Any) -> DataConfig:
         (root / f"{split}.jsonl").write_text(
             "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs)
         )
-    return DataConfig(kind="chat", path=str(root), context_length=kw.pop("T", 900), eval_batches=2, **kw)
+    return DataConfig(
+        kind="chat", path=str(root), context_length=kw.pop("T", 900), eval_batches=2, **kw
+    )
 
 
 def test_packing_keeps_conversations_apart(tmp_path: Path) -> None:
@@ -163,11 +173,13 @@ def test_packing_keeps_conversations_apart(tmp_path: Path) -> None:
 
 def test_overflow_drop_and_truncate_are_counted(tmp_path: Path) -> None:
     drop = build_loader(_chat_cfg(tmp_path, 60, T=300, overflow="drop"), micro_batch_size=2, seed=0)
-    cut = build_loader(_chat_cfg(tmp_path, 60, T=300, overflow="truncate"), micro_batch_size=2, seed=0)
+    cut = build_loader(
+        _chat_cfg(tmp_path, 60, T=300, overflow="truncate"), micro_batch_size=2, seed=0
+    )
     assert "dropped (overflow=drop)" in drop.description
     assert "truncated" in cut.description
     assert cut.conversations > drop.conversations
-    x, y, _ = next(cut)
+    x, _, _ = next(cut)
     assert x.shape == (2, 300)
 
 
@@ -219,3 +231,26 @@ def test_builtin_fallback(tmp_path: Path) -> None:
     loader = build_loader(cfg, micro_batch_size=2, seed=0)
     assert "built-in conversation set" in loader.description
     assert build_loader(cfg, split="val", micro_batch_size=2, seed=0).conversations == 5
+
+
+def test_chat_command_converts_local_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from enlace_data.cli import main
+
+    src = tmp_path / "src.jsonl"
+    good = [json.dumps(c, ensure_ascii=False) for c in builtin_conversations("train", 200)]
+    sharegpt = json.dumps(
+        {"conversations": [{"from": "human", "value": "Hola"}, {"from": "gpt", "value": "¡Hola!"}]}
+    )
+    src.write_text("\n".join([*good, sharegpt, '{"messages": []}', "no json"]) + "\n")
+    assert main(["chat", str(src), str(tmp_path / "out"), "--val-fraction", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 2 invalid" in out and "line 203: not JSON" in out
+    train = (tmp_path / "out" / "train.jsonl").read_text().splitlines()
+    val = (tmp_path / "out" / "val.jsonl").read_text().splitlines()
+    assert len(train) + len(val) == 201 and 5 <= len(val) <= 40
+    cfg = DataConfig(kind="chat", path=str(tmp_path / "out"), context_length=1024)
+    assert build_loader(cfg, micro_batch_size=2, seed=0).conversations == len(train)
+    assert main(["chat", str(src), str(tmp_path / "strict"), "--strict"]) == 2
+    assert "line 202" in capsys.readouterr().err

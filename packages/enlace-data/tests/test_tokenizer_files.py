@@ -53,7 +53,7 @@ def test_sentencepiece_tokenizer_json_gives_enlace_ids(tok: Tokenizer, tmp_path:
         ids = tok.encode(text)
         assert hf.encode(text, add_special_tokens=True).ids == ids, text
         assert hf.decode(ids) == tok.decode(ids)
-    assert [hf.id_to_token(i) for i in (0, 1, 5)] == ["<unk>", "<|endoftext|>", "<|end|>"]
+    assert [hf.id_to_token(i) for i in (0, 1, 5)] == ["<unk>", "<|endoftext|>", "<tool_call>"]
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert config["eos_token"] == "<|endoftext|>" and config["unk_token"] == "<unk>"
     description = json.loads((tmp_path / "enlace_tokenizer.json").read_text())

@@ -149,7 +149,11 @@ def _parts(
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
     if tools:
         yield special(IM_START)
-        yield ("system\n" + (system + "\n\n" if system is not None else "") + TOOLS_HEADER, False, False)
+        yield (
+            "system\n" + (system + "\n\n" if system is not None else "") + TOOLS_HEADER,
+            False,
+            False,
+        )
         for tool in tools:
             yield ("\n" + _dumps(tool), False, False)
         yield (TOOLS_FOOTER, False, False)

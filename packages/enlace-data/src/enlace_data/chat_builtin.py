@@ -151,24 +151,40 @@ def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
             (f"¿Qué tiempo hará {day} en {city}?", f"¿Va a llover {day} en {city}?",
              f"¿Qué temperatura hace {day} en {city}?")
         )  # fmt: skip
-        return q, f"tiempo {day} {city}", f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados."
+        return (
+            q,
+            f"tiempo {day} {city}",
+            f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados.",
+        )
     if kind == 1:
         team = rng.choice(_split(TEAMS, val))
         a, b = rng.randint(0, 4), rng.randint(0, 4)
         q = rng.choice((f"¿Cómo quedó {team} ayer?", f"¿Ganó {team} su último partido?"))
-        return q, f"resultado {team.removeprefix('el ')}", f"El último partido de {team} acabó {a}-{b}."
+        return (
+            q,
+            f"resultado {team.removeprefix('el ')}",
+            f"El último partido de {team} acabó {a}-{b}.",
+        )
     if kind == 2:
         product = rng.choice(_split(PRODUCTS, val))
         price = f"{rng.randint(1, 9)},{rng.randint(0, 99):02d}"
-        q = rng.choice((f"¿A cuánto está hoy {product}?", f"¿Cuál es el precio actual de {product}?"))
+        q = rng.choice(
+            (f"¿A cuánto está hoy {product}?", f"¿Cuál es el precio actual de {product}?")
+        )
         return q, f"precio {product} hoy", f"El precio medio de {product} es hoy {price} euros."
     if kind == 3:
         place, city = rng.choice(_split(PLACES, val)), rng.choice(_split(CITIES, val))
         o, c = rng.randint(8, 10), rng.randint(14, 21)
         q = f"¿A qué hora abre {place} de {city} hoy?"
-        return q, f"horario {place} {city}", f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00."
+        return (
+            q,
+            f"horario {place} {city}",
+            f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00.",
+        )
     topic = rng.choice(_split(NEWS, val))
-    q = rng.choice((f"¿Qué se sabe hoy de {topic}?", f"¿Cuáles son las últimas noticias sobre {topic}?"))
+    q = rng.choice(
+        (f"¿Qué se sabe hoy de {topic}?", f"¿Cuáles son las últimas noticias sobre {topic}?")
+    )
     return q, f"noticias {topic}", f"Hoy se informa de novedades sobre {topic} en toda España."
 
 
@@ -178,8 +194,13 @@ def _search_turns(rng: random.Random, question: str, query: str, fact: str) -> l
         f"Resultados para «{query}»:\n[1] {name} — https://www.{domain}/\n    {fact}\n"
         "(fuente: duckduckgo)"
     )
-    call = {"type": "function", "function": {"name": SEARCH_TOOL_NAME, "arguments": {"consulta": query}}}
-    answer = rng.choice((f"Según {name} ({domain}): {fact}", f"He buscado y, según {domain}: {fact}"))
+    call = {
+        "type": "function",
+        "function": {"name": SEARCH_TOOL_NAME, "arguments": {"consulta": query}},
+    }
+    answer = rng.choice(
+        (f"Según {name} ({domain}): {fact}", f"He buscado y, según {domain}: {fact}")
+    )
     return [
         {"role": "user", "content": question},
         {"role": "assistant", "content": "", "tool_calls": [call]},

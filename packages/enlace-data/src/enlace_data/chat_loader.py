@@ -106,7 +106,11 @@ def load_split(cfg: DataConfig, split: Split) -> tuple[list[dict[str, Any]], str
     if not root.exists() and cfg.fallback == "builtin":
         from enlace_data.chat_builtin import builtin_conversations
 
-        n = cfg.builtin_conversations if split == "train" else max(1, cfg.builtin_conversations // 10)
+        n = (
+            cfg.builtin_conversations
+            if split == "train"
+            else max(1, cfg.builtin_conversations // 10)
+        )
         convs = [normalize_conversation(c, "built-in set") for c in builtin_conversations(split, n)]
         return convs, f"built-in conversation set ({split})"
     if not root.is_dir():
@@ -206,7 +210,9 @@ class ChatLoader:
         world_size: int = 1,
     ) -> None:
         if world_size <= 0 or not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+            raise ValueError(
+                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
+            )
         self._ex = examples
         self.split: Split = split
         self.context_length = context_length

@@ -95,7 +95,9 @@ def chat_eval(model: torch.nn.Module, cfg: RunConfig, device: torch.device) -> C
     )
 
 
-def log_chat_eval(model: torch.nn.Module, cfg: RunConfig, backend: Any, step: int, metrics: Any) -> None:
+def log_chat_eval(
+    model: torch.nn.Module, cfg: RunConfig, backend: Any, step: int, metrics: Any
+) -> None:
     """Run chat_eval, write its row to metrics.jsonl and log it."""
     result = chat_eval(model, cfg, backend.device)
     metrics.write(

@@ -192,7 +192,9 @@ def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
         if cfg.data.kind == "chat":
             tokenizer = chat_tokenizer(cfg.data)
         else:
-            tokenizer = ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
+            tokenizer = (
+                ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
+            )
     except DataError as exc:
         log.warning(
             "WARNING: no tokenizer for the checkpoints (%s); `enlace-train sample` will "
