@@ -28,7 +28,6 @@ SEARCH_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": SEARCH_TOOL_NAME,
-        "description": "Busca en internet.",
         "parameters": {
             "type": "object",
             "properties": {"consulta": {"type": "string"}},
