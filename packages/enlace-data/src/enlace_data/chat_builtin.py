@@ -152,7 +152,7 @@ def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
         )  # fmt: skip
         return (
             q,
-            f"tiempo {day} {city}",
+            f"tiempo {city}",
             f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados.",
         )
     if kind == 1:
@@ -161,7 +161,7 @@ def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
         q = rng.choice((f"¿Cómo quedó {team} ayer?", f"¿Ganó {team} su último partido?"))
         return (
             q,
-            f"resultado {team.removeprefix('el ')}",
+            team.removeprefix("el "),
             f"El último partido de {team} acabó {a}-{b}.",
         )
     if kind == 2:
@@ -170,14 +170,14 @@ def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
         q = rng.choice(
             (f"¿A cuánto está hoy {product}?", f"¿Cuál es el precio actual de {product}?")
         )
-        return q, f"precio {product} hoy", f"El precio medio de {product} es hoy {price} euros."
+        return q, f"precio {product}", f"El precio medio de {product} es hoy {price} euros."
     if kind == 3:
         place, city = rng.choice(_split(PLACES, val)), rng.choice(_split(CITIES, val))
         o, c = rng.randint(8, 10), rng.randint(14, 21)
         q = f"¿A qué hora abre {place} de {city} hoy?"
         return (
             q,
-            f"horario {place} {city}",
+            f"horario {place.split()[-1]} {city}",
             f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00.",
         )
     topic = rng.choice(_split(NEWS, val))
@@ -260,7 +260,8 @@ def builtin_conversations(split: str, n: int, *, seed: int = 0) -> list[dict[str
     kinds: tuple[Callable[[], list[dict[str, Any]]], ...] = (
         lambda: _plain(rng, val),
         lambda: _plain(rng, val),
-        lambda: [],  # a question needing current information
+        lambda: [],  # a question needing current information (half of them)
+        lambda: [],
     )
     for _ in range(n):
         with_tools = rng.random() < 0.5
