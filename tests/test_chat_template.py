@@ -15,7 +15,7 @@ from enlace_config.schema.model import ModelConfig
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.chat import CHAT_TEMPLATE, normalize_conversation, render, render_text
 from enlace_data.chat_builtin import builtin_conversations
-from enlace_data.sample import builtin_text
+from enlace_data.sample import builtin_split
 from enlace_data.tokenizer import Tokenizer, train_tokenizer
 from enlace_model import atomic_checkpoint, build_model, save_model
 from enlace_model.export import export_hf
@@ -125,7 +125,8 @@ def hf_ids(tok: Any, conv: dict[str, Any], generation_prompt: bool) -> list[int]
 
 @pytest.fixture(scope="module")
 def sentencepiece(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
-    lines = [line for line in builtin_text().decode().splitlines() if line.strip()]
+    text = builtin_split("val")[:200_000].decode("utf-8", errors="ignore")
+    lines = [line for line in text.splitlines() if line.strip()]
     return train_tokenizer(lines, vocab_size=700)
 
 
