@@ -35,6 +35,7 @@ import sentencepiece as spm
 
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.errors import DataError
+from enlace_data.special_tokens import EOT, NAMED_SPECIALS
 from enlace_data.tokenizer_files import (
     DESCRIPTION_FILE,
     MODEL_FILE,
@@ -43,7 +44,6 @@ from enlace_data.tokenizer_files import (
     sentencepiece_tokenizer_json,
     write_tokenizer_files,
 )
-from enlace_data.special_tokens import EOT, NAMED_SPECIALS
 
 __all__ = [
     "ENCODING_RULES",

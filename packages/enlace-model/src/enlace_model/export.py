@@ -63,8 +63,10 @@ def tokenizer_description(directory: Path, vocab_size: int) -> dict[str, Any] | 
             )
         return None
     description = _read_json(f)
-    if not isinstance(description, dict) or description.get("vocab_size") != vocab_size:
-        got = description.get("vocab_size") if isinstance(description, dict) else None
+    got = description.get("vocab_size") if isinstance(description, dict) else None
+    # A model may have more rows than its tokenizer has ids (the byte chat model: 263 ids padded
+    # to 264 rows), never fewer.
+    if not isinstance(got, int) or not vocab_size - 8 < got <= vocab_size:
         raise CheckpointError(
             f"{f}: a tokenizer of vocabulary {got} beside a model with vocab_size {vocab_size}"
         )
@@ -97,6 +99,9 @@ def export_hf(
     generation: dict[str, Any] = {"do_sample": False}
     if eos is not None:
         generation |= {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
+    end_of_turn = (description or {}).get("special_ids", {}).get("<|im_end|>")
+    if eos is not None and description and description.get("chat_template") and end_of_turn:
+        generation["eos_token_id"] = [end_of_turn, eos]  # a chat model also stops at its turn end
     _write_json(out / "generation_config.json", generation)
 
     if description is None:
