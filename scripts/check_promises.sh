@@ -54,6 +54,12 @@ else:
 PY
 "$venv/bin/enlace-search" --help >/dev/null || fail "enlace-search --help failed in the agent's venv"
 "$venv/bin/enlace-assistant" --help >/dev/null || fail "enlace-assistant --help failed in the agent's venv"
+# The web page is an extra: without it, `serve` says how to install it (exit 2), never a traceback.
+rc=0; out=$("$venv/bin/enlace-assistant" serve 2>&1) || rc=$?
+[ "$rc" -eq 2 ] && grep -q 'enlace-agent\[web\]' <<<"$out" ||
+  fail "enlace-assistant serve without the web extra: exit $rc, $out"
+"$venv/bin/python" -c 'import importlib.util as u; assert u.find_spec("starlette") is None' ||
+  fail "starlette is installed without the web extra"
 
 echo "-- enlace_model without the trainer (uv venv + uv pip reuse the cached torch)"
 mvenv=$dist/model-venv

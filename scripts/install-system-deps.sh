@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the system tools that scripts/remote.sh and its tests need, from the system's package
-# manager (Debian/Ubuntu apt): OpenSSH client and server, rsync and tmux. Idempotent: does nothing
+# manager (Debian/Ubuntu apt): OpenSSH client and server, rsync and tmux; and Chromium, which the
+# web page's browser tests drive headless (Playwright with the system's browser: no download). Idempotent: does nothing
 # when every tool is present, and runs `apt-get update` only when the package lists cannot provide
 # what is missing. Called by .ci/run before the tests; safe to run by hand (as root or with sudo).
 set -euo pipefail
@@ -11,10 +12,11 @@ declare -A provider=(
   [/usr/sbin/sshd]=openssh-server
   [rsync]=rsync
   [tmux]=tmux
+  [chromium]=chromium
 )
 
 missing=()
-for tool in ssh /usr/sbin/sshd rsync tmux; do
+for tool in ssh /usr/sbin/sshd rsync tmux chromium; do
   if [[ $tool == /* ]]; then
     [ -x "$tool" ] && continue
   else
@@ -24,7 +26,7 @@ for tool in ssh /usr/sbin/sshd rsync tmux; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system deps: openssh-client, openssh-server, rsync, tmux already installed"
+  echo "system deps: openssh-client, openssh-server, rsync, tmux, chromium already installed"
   exit 0
 fi
 

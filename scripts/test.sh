@@ -6,12 +6,14 @@
 #   2. the cross-package tests in tests/, in the full workspace environment;
 #   3. the promises: the slim packages' locks and wheels carry no torch, enlace-agent's wheel installs
 #      with pip into a fresh environment without torch, enlace_model imports without the trainer;
-#   4. lint (ruff) and types (pyright);
-#   5. llamacpp: the GGUF export run by the real llama.cpp (llama-cpp-python, built from the
+#   4. the family web page in a real browser (the system's Chromium, headless: the tests marked
+#      `browser`, deselected elsewhere), in enlace-agent's own environment;
+#   5. lint (ruff) and types (pyright);
+#   6. llamacpp: the GGUF export run by the real llama.cpp (llama-cpp-python, built from the
 #      registry's source package into uv's cache the first time: tens of minutes on 2 cores, then
 #      seconds), in its own environment .venvs/llamacpp with the `llamacpp` dependency group.
 #
-# Usage: scripts/test.sh [stage ...]   stages: packages cross promises lint llamacpp (default: all)
+# Usage: scripts/test.sh [stage ...]   stages: packages cross promises browser lint llamacpp (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -60,6 +62,12 @@ cross_tests() {
 
 promises() { bash scripts/check_promises.sh; }
 
+browser_tests() {  # Chromium from scripts/install-system-deps.sh; a missing one fails, never skips
+  UV_PROJECT_ENVIRONMENT="$root/.venvs/enlace-agent" \
+    uv run --locked --exact --package enlace-agent \
+    pytest packages/enlace-agent -m browser -q -p no:cacheprovider
+}
+
 llamacpp_tests() {
   local env="$root/.venvs/llamacpp" start=$SECONDS rc=0
   UV_PROJECT_ENVIRONMENT="$env" uv sync --locked --group llamacpp --quiet || return 1
@@ -77,15 +85,16 @@ lint() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises lint llamacpp)
+[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises browser lint llamacpp)
 for stage in "${stages[@]}"; do
   case "$stage" in
     packages) for pkg in "${packages[@]}"; do run_stage "tests: $pkg" package_tests "$pkg"; done ;;
     cross) run_stage "tests: cross-package (tests/)" cross_tests ;;
     promises) run_stage "promises (torch-free, importable)" promises ;;
+    browser) run_stage "tests: web page in Chromium" browser_tests ;;
     lint) run_stage "lint + types" lint ;;
     llamacpp) run_stage "llama.cpp runs the GGUF export" llamacpp_tests ;;
-    *) echo "unknown stage: $stage (packages, cross, promises, lint, llamacpp)" >&2; exit 2 ;;
+    *) echo "unknown stage: $stage (packages, cross, promises, browser, lint, llamacpp)" >&2; exit 2 ;;
   esac
 done
 

@@ -17,6 +17,7 @@ from enlace_config import (
     known_folders,
     load_run_config,
 )
+from enlace_data.bytes_tokenizer import ByteTokenizer
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 ALL_FILES = sorted(CONFIGS.rglob("*.yaml")) + sorted(CONFIGS.rglob("*.yml"))
@@ -100,10 +101,30 @@ def test_smoke_runs_read_bytes_with_the_builtin_fallback() -> None:
     for name in ("smoke-cpu", "smoke-2060", "smoke-5090"):
         cfg = _run(name).config
         assert cfg.data.kind == "bytes" and cfg.data.fallback == "builtin"
-        assert cfg.model.vocab_size == 256
+        assert cfg.model.vocab_size >= ByteTokenizer.vocab_size  # bytes and the chat tokens
     for name in ("pretrain-2060", "pretrain-5090"):
         cfg = _run(name).config
         assert cfg.data.kind == "shards" and cfg.train.decay_steps > 0  # WSD
+
+
+def test_sft_runs_start_from_their_base_run() -> None:
+    for name, base in (
+        ("sft-cpu", "smoke-cpu"),
+        ("sft-2060", "pretrain-2060"),
+        ("sft-5090", "pretrain-5090"),
+    ):
+        cfg = _run(name).config
+        assert cfg.data.kind == "chat" and cfg.train.init_from == f"runs/{base}"
+        network = {"context_length"}  # the rest is the base's network, so its weights load
+        base_model = _run(base).config.model
+        assert cfg.model.model_dump(exclude=network) == base_model.model_dump(exclude=network)
+    assert _run("sft-5090").config.hardware.attention != "flash"  # packed rows need a mask
+
+
+def test_byte_chat_vocabulary_agrees_with_the_tokenizer() -> None:
+    from enlace_config.schema.run import BYTE_CHAT_VOCAB_SIZE
+
+    assert ByteTokenizer.vocab_size == BYTE_CHAT_VOCAB_SIZE
 
 
 def test_check_runs_cli_never_imports_torch() -> None:

@@ -31,12 +31,6 @@ TEXTS = [
     "\n\nlíneas\n\n\nvacías\n",
     "El texto literal <|endoftext|> no es un token especial.",
 ]
-# A stand-in chat template over the tokenizer's own special tokens (the chat stage writes the real
-# one into the checkpoint's tokenizer_config.json): it checks the hook, not the format.
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 
 
 def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
@@ -49,31 +43,24 @@ def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
     with atomic_checkpoint(tmp_path / "run", 1) as d:
         save_model(d, build_model(cfg), cfg)
         tok.save(d)
-        config = json.loads((d / "tokenizer_config.json").read_text())
-        config["chat_template"] = CHAT_TEMPLATE
-        (d / "tokenizer_config.json").write_text(json.dumps(config))
     out = export_hf(tmp_path / "run", tmp_path / "hf")
     hf = AutoTokenizer.from_pretrained(out)
     assert len(hf) == tok.vocab_size and hf.eos_token_id == tok.eot_id == 1
     assert hf.model_max_length == 64
     for text in TEXTS + lines[:50]:
         ids = tok.encode(text)
-        got = hf(text, add_special_tokens=True)["input_ids"]
-        if "<|endoftext|>" in text:  # the documented difference: special strings become ids
-            assert 1 in got and 1 not in ids, text
+        if any(name in text for name in tok.special_ids if name != "<unk>"):
+            # With the chat template, Hugging Face reads special-token text as the special id
+            # (apply_chat_template needs it); Enlace's encode never does. The one difference.
+            assert tok.eot_id in hf(text)["input_ids"], text
             continue
-        assert got == ids, text
+        assert hf(text, add_special_tokens=True)["input_ids"] == ids, text
         assert hf.decode(ids) == tok.decode(ids)
     assert hf.pad_token_id == 1
-    # The chat template renders to the special ids (split_special_tokens false in the export).
-    chat = [{"role": "user", "content": "¿Qué hora es?"}]
-    text = hf.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-    special = tok.special_ids
-    want = [special["<|user|>"], *tok.encode("¿Qué hora es?"), special["<|end|>"]]
-    assert hf(text, add_special_tokens=False)["input_ids"] == [*want, special["<|assistant|>"]]
+    im_end = tok.special_ids["<|im_end|>"]
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
-    assert model.generation_config.eos_token_id == 1
-    assert model.generation_config.max_new_tokens == cfg.context_length
+    assert model.generation_config.eos_token_id == [im_end, 1]  # chat: turn end too
+    assert model.generation_config.max_new_tokens == cfg.context_length  # not transformers' 20
     assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
     card = (out / "README.md").read_text()
     assert "language:\n- es" in card and "license: mit" in card and "llama-server" in card

@@ -18,6 +18,7 @@ import torch
 import yaml
 from enlace_config.schema.model import ModelConfig
 from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.chat import CHAT_TEMPLATE as ENLACE_CHAT_TEMPLATE
 from enlace_data.tokenizer import Tokenizer, train_tokenizer
 from enlace_model import atomic_checkpoint, build_model, save_model
 from enlace_model.cli import main as cli_main
@@ -27,6 +28,7 @@ gguf = pytest.importorskip("gguf")
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "packages" / "enlace-data" / "tests" / "sample_es.txt"
+BYTE_ROWS = 264  # ByteTokenizer's 263 ids (bytes, then the specials), padded as the chat model is
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
 
 
@@ -118,7 +120,7 @@ def gguf_tensors(path) -> dict[str, tuple[str, np.ndarray]]:
     ids=["qwen3-tied", "qwen3-untied", "llama-mqa"],
 )
 def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, overrides):
-    cfg = tiny_config(vocab_size=256, rope_theta=5000.0, norm_eps=1e-5, **overrides)
+    cfg = tiny_config(vocab_size=BYTE_ROWS, rope_theta=5000.0, norm_eps=1e-5, **overrides)
     model, run = byte_run(tmp_path, cfg)
     path = export_gguf(run, tmp_path / "m.gguf", outtype="f32")
     tensors = gguf_tensors(path)
@@ -147,7 +149,7 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, ove
         "attention.key_length": cfg.head_dim,
         "attention.value_length": cfg.head_dim,
         "rope.dimension_count": cfg.head_dim,
-        "vocab_size": 256,
+        "vocab_size": BYTE_ROWS,
     }
     for key, value in want_meta.items():
         assert f[f"{arch}.{key}"] == value, key
@@ -158,13 +160,19 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, ove
     assert f["tokenizer.ggml.model"] == "gpt2" and f["tokenizer.ggml.pre"] == "qwen2"
     tokens = f["tokenizer.ggml.tokens"]
     alphabet = {c: b for b, c in enumerate(tokens)}
-    assert len(tokens) == 256 and len(alphabet) == 256
+    assert len(tokens) == BYTE_ROWS and len(alphabet) == BYTE_ROWS
     assert [alphabet[tokens[b]] for b in range(256)] == list(range(256))
+    specials = ByteTokenizer.special_ids
+    assert {tokens[i]: i for i in specials.values()} == specials
+    assert tokens[263] == "[PAD263]"  # the padding row, an unused token
+    types = f["tokenizer.ggml.token_type"]
+    assert types[263] == gguf.TokenType.UNUSED and types[256] == gguf.TokenType.CONTROL
     assert tokens[32] == "Ġ" and tokens[65] == "A"
     assert f["tokenizer.ggml.merges"] == [INERT_MERGE]
     assert all(len(part) > 1 for part in INERT_MERGE.split(" "))
     assert f["tokenizer.ggml.add_bos_token"] is False
-    assert "tokenizer.ggml.eos_token_id" not in f  # bytes have no special tokens
+    assert f["tokenizer.ggml.eos_token_id"] == ByteTokenizer.eot_id
+    assert f["tokenizer.ggml.eot_token_id"] == specials["<|im_end|>"]
 
 
 @pytest.mark.parametrize(
@@ -172,7 +180,7 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, ove
     [("f16", "F16", 1e-3), ("q8_0", "Q8_0", 4e-3), ("q4_0", "Q4_0", 6e-2)],
 )
 def test_quantized_types(tmp_path, outtype, matrix, atol):
-    cfg = tiny_config(vocab_size=256, d_model=64, ffn_hidden=128, tie_embeddings=False)
+    cfg = tiny_config(vocab_size=BYTE_ROWS, d_model=64, ffn_hidden=128, tie_embeddings=False)
     model, run = byte_run(tmp_path, cfg)
     tensors = gguf_tensors(export_gguf(run, tmp_path / "m.gguf", outtype=outtype))
     names = gguf_tensor_names(cfg, list(model.state_dict()))
@@ -190,7 +198,7 @@ def test_quantized_types(tmp_path, outtype, matrix, atol):
 
 
 def test_rows_that_do_not_fill_blocks_fall_back_to_f16(tmp_path):
-    cfg = tiny_config(vocab_size=256, d_model=48, n_heads=4, n_kv_heads=2, ffn_hidden=80)
+    cfg = tiny_config(vocab_size=BYTE_ROWS, d_model=48, n_heads=4, n_kv_heads=2, ffn_hidden=80)
     _, run = byte_run(tmp_path, cfg)
     tensors = gguf_tensors(export_gguf(run, tmp_path / "m.gguf", outtype="q8_0"))
     assert tensors["blk.0.ffn_down.weight"][0] == "F16"  # rows of 80: not whole blocks of 32
@@ -234,7 +242,8 @@ def test_sentencepiece_vocabulary(tmp_path, sentencepiece_run):
     ids = {
         k: f[f"tokenizer.ggml.{k}_token_id"] for k in ("bos", "eos", "padding", "unknown", "eot")
     }
-    assert ids == {"bos": 1, "eos": 1, "padding": 1, "unknown": 0, "eot": 5}
+    im_end = run.tok.special_ids["<|im_end|>"]
+    assert ids == {"bos": 1, "eos": 1, "padding": 1, "unknown": 0, "eot": im_end}
     assert f["tokenizer.chat_template"] == CHAT_TEMPLATE
     assert f["qwen3.vocab_size"] == n
 
@@ -242,13 +251,13 @@ def test_sentencepiece_vocabulary(tmp_path, sentencepiece_run):
 def test_chat_template_hook_overrides(tmp_path, sentencepiece_run):
     run = sentencepiece_run()
     plain = fields(gguf.GGUFReader(export_gguf(run.run, tmp_path / "a.gguf", outtype="f32")))
-    assert "tokenizer.chat_template" not in plain
+    assert plain["tokenizer.chat_template"] == ENLACE_CHAT_TEMPLATE  # enlace-data's, saved
     path = export_gguf(run.run, tmp_path / "b.gguf", outtype="f32", chat_template=CHAT_TEMPLATE)
     assert fields(gguf.GGUFReader(path))["tokenizer.chat_template"] == CHAT_TEMPLATE
 
 
 def test_cli_gguf_and_errors(tmp_path, capsys):
-    _, run = byte_run(tmp_path, tiny_config(vocab_size=256))
+    _, run = byte_run(tmp_path, tiny_config(vocab_size=BYTE_ROWS))
     out = tmp_path / "out" / "m.gguf"
     assert cli_main(["export", str(run), str(out), "--format", "gguf", "--type", "q8_0"]) == 0
     assert "exported" in capsys.readouterr().out

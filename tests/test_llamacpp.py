@@ -29,6 +29,7 @@ pytestmark = pytest.mark.llamacpp
 
 from enlace_config.schema.model import ModelConfig  # noqa: E402
 from enlace_data.bytes_tokenizer import ByteTokenizer  # noqa: E402
+from enlace_data.chat import render  # noqa: E402
 from enlace_data.tokenizer import Tokenizer, train_tokenizer  # noqa: E402
 from enlace_model import atomic_checkpoint, build_model, generate, save_model  # noqa: E402
 from enlace_model.gguf_export import export_gguf  # noqa: E402
@@ -59,10 +60,6 @@ EDGE_STRINGS = [
 # Enlace encodes a literal U+2581 as its three bytes; llama.cpp's SentencePiece tokenizer (like
 # `tokenizers`) reads it as the space marker. Bytes models have no such difference.
 SPACE_MARKER = "a\u2581b"
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 
 
 def shared_books() -> list[Path]:
@@ -103,11 +100,7 @@ def make_run(root: Path, tok: Tokenizer | ByteTokenizer, text: str) -> tuple[tor
     model.eval()
     with atomic_checkpoint(root, 1) as d:
         save_model(d, model, cfg)
-        tok.save(d)
-        if isinstance(tok, Tokenizer):  # a chat model's template is in its tokenizer_config.json
-            config = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
-            config["chat_template"] = CHAT_TEMPLATE
-            (d / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        tok.save(d)  # with enlace-data's chat template in tokenizer_config.json
     return model, root
 
 
@@ -279,12 +272,10 @@ def test_openai_compatible_server_answers_a_chat_completion(models, tmp_path):
         choice = answer["choices"][0]
         assert choice["message"]["role"] == "assistant"
         assert isinstance(choice["message"]["content"], str)
-        # The prompt went through the GGUF's chat template: its special tokens counted once each.
+        # The prompt went through the GGUF's chat template: the ids enlace-data renders.
         assert answer["usage"]["completion_tokens"] <= 8
-        assert (
-            answer["usage"]["prompt_tokens"]
-            == 2 + len(models["sp"]["tok"].encode("¿Qué tiempo hace hoy en Madrid?")) + 1
-        )
+        want = render(body["messages"], models["sp"]["tok"], add_generation_prompt=True)
+        assert answer["usage"]["prompt_tokens"] == len(want.ids)
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -248,6 +248,7 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return dict(os.environ)
 
 
@@ -431,3 +432,116 @@ def in_process(
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
     logging.getLogger("httpx").setLevel(saved[2])
+
+
+@pytest.fixture
+def search_tool(http_server: LocalServer, tmp_path: Path) -> Any:
+    """The real search tool, its chain asking a local DuckDuckGo Lite page (results in Spanish)."""
+    from enlace_config.schema.agent import SearchConfig
+
+    from enlace_agent.search.chain import SearchChain
+    from enlace_agent.search.tool import SearchTool
+
+    url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
+    config = SearchConfig.model_validate(
+        {
+            "providers": ["duckduckgo"],
+            "duckduckgo": {"endpoint": url},
+            "state_file": str(tmp_path / "state.json"),
+        }
+    )
+    return SearchTool(SearchChain(config, env={}))
+
+
+# ------------------------------------------------------------------- the family web page
+
+FAMILY = [{"name": "Ana"}, {"name": "Bruno"}]
+
+
+@dataclass
+class WebPage:
+    """`enlace-assistant serve`'s app on 127.0.0.1 (uvicorn in a thread) over the scripted model."""
+
+    base: str
+    app: Any
+    server: Any
+    thread: threading.Thread
+
+    def client(self) -> Any:
+        import httpx
+
+        return httpx.Client(base_url=self.base, timeout=30)
+
+    def login(self, name: str, token: str = "") -> Any:
+        """A signed-in client whose writes carry the session's CSRF header, as the page's do."""
+        client = self.client()
+        answer = client.post("/api/login", json={"name": name, "token": token})
+        assert answer.status_code == 200, answer.text
+        client.headers["X-Enlace-CSRF"] = client.get("/api/me").json()["csrf"]
+        return client
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def serve_in_thread(app: Any) -> WebPage:
+    """Serves `app` with uvicorn on a free port of 127.0.0.1, in a thread (also used by
+    benchmarks/bench_web.py)."""
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="off"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the web page did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return WebPage(f"http://127.0.0.1:{port}", app, server, thread)
+
+
+def start_model_server() -> ScriptedModel:
+    """A scripted model on 127.0.0.1 outside pytest (the benchmark's); stop it with
+    `.server.server.shutdown()`."""
+    owner = _start_server()
+    model = ScriptedModel(owner)
+    owner.routes["/v1/chat/completions"] = model._handle  # pyright: ignore[reportPrivateUsage]
+    return model
+
+
+@pytest.fixture
+def web_page(
+    model_server: ScriptedModel, search_tool: Any, tmp_path: Path
+) -> Iterator[Callable[..., WebPage]]:
+    """`start(people=..., env=..., assistant={...}, **web)` serves the page; stopped at the end."""
+    from enlace_config.schema.agent import AssistantConfig
+
+    from enlace_agent.assistant import Assistant, build_client
+    from enlace_agent.web import build_app
+
+    started: list[WebPage] = []
+
+    def start(
+        people: list[dict[str, Any]] | None = None,
+        env: dict[str, str] | None = None,
+        assistant: dict[str, Any] | None = None,
+        **web: Any,
+    ) -> WebPage:
+        web = {"people": FAMILY if people is None else people, **web}
+        web.setdefault("database", str(tmp_path / "web.sqlite3"))
+        config = AssistantConfig.model_validate(
+            {"base_url": model_server.base_url, "web": web, **(assistant or {})}
+        )
+        loop = Assistant(build_client(config, {}), tools=[search_tool], config=config)
+        page = serve_in_thread(build_app(loop, env or {}))
+        started.append(page)
+        return page
+
+    yield start
+    for page in started:
+        page.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from enlace_config.schema.agent import AssistantConfig, SearchConfig
+from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.assistant import (
     Assistant,
@@ -28,26 +28,12 @@ from enlace_agent.assistant import (
 )
 from enlace_agent.assistant.prompt import spanish_date, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
-from enlace_agent.search.chain import SearchChain
 from enlace_agent.search.tool import TOOL_NAME, SearchTool
 from enlace_agent.toolkit import ToolResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
 TODAY = dt.date(2026, 12, 3)
-
-
-@pytest.fixture
-def search_tool(http_server: Any, tmp_path: Path) -> SearchTool:
-    url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
-    config = SearchConfig.model_validate(
-        {
-            "providers": ["duckduckgo"],
-            "duckduckgo": {"endpoint": url},
-            "state_file": str(tmp_path / "state.json"),
-        }
-    )
-    return SearchTool(SearchChain(config, env={}))
 
 
 def make(model_server: Any, search_tool: SearchTool, **overrides: Any) -> Assistant:

@@ -404,13 +404,20 @@ CROSS_FIELD_CASES = [
         "`model.n_kv_heads=3`",
         ["do not divide n_heads 4"],
     ),
-    ({}, ["model.vocab_size=300"], "model.vocab_size", "`model.vocab_size=300`", ["bytes", "256"]),
+    ({}, ["model.vocab_size=200"], "model.vocab_size", "`model.vocab_size=200`", ["bytes", "256"]),
     (
         {"data/bytes.yaml": "kind: shards\npath: data/x\ncontext_length: 64\n"},
         ["model.vocab_size=70000"],
         "model.vocab_size",
         "`model.vocab_size=70000`",
         ["uint16", "65536"],
+    ),
+    (
+        {"data/bytes.yaml": "kind: chat\npath: data/x\ncontext_length: 64\n"},
+        ["model.vocab_size=256"],
+        "model.vocab_size",
+        "`model.vocab_size=256`",
+        ["chat tokens", "263"],
     ),
     (
         {},

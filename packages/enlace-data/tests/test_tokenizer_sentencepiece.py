@@ -107,9 +107,10 @@ def test_special_tokens_have_fixed_ids_and_are_never_made_from_text(tok: Tokeniz
         assert tok.id_to_piece(i) == name
         assert tok.special_ids[name] == i
     assert tok.eot_id == tok.bos_id == tok.eos_id == 1
-    ids = tok.encode("<|endoftext|><|user|>")
+    ids = tok.encode("<|endoftext|><|im_start|>user\n<tool_call>")
     assert not set(ids) & set(range(len(SPECIAL_TOKENS)))
-    assert tok.decode([tok.eot_id, *tok.encode("hola"), tok.special_ids["<|assistant|>"]]) == "hola"
+    assert tok.decode([tok.eot_id, *tok.encode("hola"), tok.special_ids["<|im_end|>"]]) == "hola"
+    assert len(SPECIAL_TOKENS) == 16  # ids of ordinary pieces never move
 
 
 def test_digits_are_split(tok: Tokenizer) -> None:

@@ -92,7 +92,6 @@ def test_export_copies_the_tokenizer_files(tmp_path, tiny_config, perturb_norms)
         "eos_token": "<|endoftext|>",
         "chat_template": "{{ messages }}",
         "model_max_length": cfg.context_length,
-        "split_special_tokens": False,  # a rendered chat template gives the special ids
     }
     hf_config = json.loads((out / "config.json").read_text())
     assert hf_config["eos_token_id"] == 1 and hf_config["pad_token_id"] == 1

@@ -37,9 +37,18 @@ C = TypeVar("C", bound=BaseModel)
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
-def config_dir(environ: Mapping[str, str] | None = None) -> Path:
+def _xdg_dir(variable: str, fallback: str, environ: Mapping[str, str] | None) -> Path:
     env = os.environ if environ is None else environ
-    return Path(env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")) / "enlace"
+    return Path(env.get(variable) or str(Path.home() / fallback)) / "enlace"
+
+
+def config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    return _xdg_dir("XDG_CONFIG_HOME", ".config", environ)
+
+
+def data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where Enlace keeps what it must not lose (the web page's histories)."""
+    return _xdg_dir("XDG_DATA_HOME", ".local/share", environ)
 
 
 def parse_env_file(text: str) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The byte-level tokenizer of the smoke runs: token ids are the UTF-8 byte values (vocabulary 256)."""
+"""The byte-level tokenizer of the smoke runs: token ids 0..255 are the UTF-8 byte values, and the
+special tokens (special_tokens.py) follow at 256, 257, ... — never produced from text."""
 
 from __future__ import annotations
 
@@ -6,45 +7,55 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from enlace_data.special_tokens import EOT, NAMED_SPECIALS
 from enlace_data.tokenizer_files import byte_tokenizer_json, write_tokenizer_files
 
-BYTE_TOKENIZER_ID = "bytes-utf8-v1"
+BYTE_TOKENIZER_ID = "bytes-utf8-v1"  # text -> ids is unchanged by the specials above 255
 
 
 class ByteTokenizer:
     """UTF-8 bytes as tokens. Same `encode`/`decode` interface as the SentencePiece `Tokenizer`."""
 
-    vocab_size = 256
+    vocab_size = 256 + len(NAMED_SPECIALS)
     tokenizer_id = BYTE_TOKENIZER_ID
-
-    @property
-    def special_ids(self) -> dict[str, int]:
-        return {}  # bytes have no special tokens
+    special_ids: dict[str, int] = {name: 256 + i for i, name in enumerate(NAMED_SPECIALS)}  # noqa: RUF012
+    eot_id = special_ids[EOT]
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
     def decode(self, ids: Iterable[int]) -> str:
-        # A model can emit a sequence cut in the middle of a multi-byte character: replace, not raise.
-        return bytes(ids).decode("utf-8", errors="replace")
+        """Text of `ids`; special tokens decode to nothing. A model can emit a sequence cut in the
+        middle of a multi-byte character: replace, not raise."""
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
     def info(self) -> dict[str, Any]:
+        from enlace_data.chat import CHAT_TEMPLATE
+
         return {
             "kind": "bytes",
             "tokenizer_id": self.tokenizer_id,
             "vocab_size": self.vocab_size,
-            "special_ids": {},
-            "eot_id": None,
+            "special_ids": self.special_ids,
+            "eot_id": self.eot_id,
+            "chat_template": CHAT_TEMPLATE,
         }
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the tokenizer files (a byte-level Hugging Face tokenizer.json whose ids are the
-        byte values, and Enlace's description; see tokenizer_files) into `directory`."""
+        byte values, the special tokens added after them, and Enlace's description with the chat
+        template; see tokenizer_files) into `directory`."""
+        tok = byte_tokenizer_json()
+        tok["added_tokens"] = [
+            {"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for name, i in self.special_ids.items()
+        ]  # fmt: skip
         write_tokenizer_files(
             directory,
             description=self.info(),
-            tokenizer_json=byte_tokenizer_json(),
-            special_tokens={},
+            tokenizer_json=tok,
+            special_tokens={"eos_token": EOT, "pad_token": EOT},
         )
 
     def __repr__(self) -> str:

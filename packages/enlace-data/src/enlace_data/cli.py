@@ -1,4 +1,5 @@
-"""`enlace-data`: the data command line (smoke corpus, shard inspection, corpus pipeline).
+"""`enlace-data`: the data command line (smoke corpus, shard inspection, corpus pipeline,
+chat data).
 
 Adding a subcommand: write a module with
 
@@ -26,6 +27,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "enlace_data.smoke",
     "enlace_data.inspect_cmd",
     "enlace_data.corpus.cli",
+    "enlace_data.chat_cmd",
 ]
 
 

@@ -1,4 +1,5 @@
-"""Exactly resumable loaders over byte text or uint16 shards: `build_loader` and `eval_batches`.
+"""Exactly resumable loaders over byte text or uint16 shards: `build_loader` and `eval_batches`
+(data.kind chat is dispatched to chat_loader.py, whose batches add a segment array).
 
 How samples are laid out
     A source is a list of segments (the text file of a split, or one shard each). A segment of n
@@ -617,6 +618,18 @@ def build_loader(
     refused. `max_open`: most shard files (descriptors or memory maps) open at once. `reader`:
     "pread" (default: positioned reads, small RSS) or "mmap" (slices of memory maps).
     """
+    if data_cfg.kind == "chat":
+        from enlace_data.chat_loader import build_chat_loader
+
+        return build_chat_loader(  # type: ignore[return-value]  # the same iterator protocol
+            data_cfg,
+            split=split,
+            micro_batch_size=micro_batch_size,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+            vocab_size=vocab_size,
+        )
     source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=max_open, reader=reader)
     return Loader(
         source,
@@ -644,6 +657,16 @@ def eval_batches(
     """
     if world_size <= 0 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+    if data_cfg.kind == "chat":  # (inputs, targets, segments): see chat_loader
+        from enlace_data.chat_loader import chat_eval_batches
+
+        return chat_eval_batches(  # type: ignore[return-value]
+            data_cfg,
+            micro_batch_size=micro_batch_size,
+            rank=rank,
+            world_size=world_size,
+            vocab_size=vocab_size,
+        )
     source = _build_source(data_cfg, "val", vocab_size=vocab_size, max_open=16, reader="pread")
     T = data_cfg.context_length
     starts_per_seg = np.maximum(source.lengths - T, 0)  # valid starts: 0..n-T-1

@@ -35,6 +35,7 @@ import sentencepiece as spm
 
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.errors import DataError
+from enlace_data.special_tokens import EOT, NAMED_SPECIALS
 from enlace_data.tokenizer_files import (
     DESCRIPTION_FILE,
     MODEL_FILE,
@@ -53,17 +54,12 @@ __all__ = [
     "train_tokenizer",
 ]
 
-# Fixed ids: position in this tuple. Reserved slots keep later chat features from moving ids.
+# Fixed ids: position in this tuple. The chat tokens (special_tokens.py) follow <|endoftext|>;
+# reserved slots keep later features from moving ids.
 SPECIAL_TOKENS: tuple[str, ...] = (
     "<unk>",
-    "<|endoftext|>",
-    "<|system|>",
-    "<|user|>",
-    "<|assistant|>",
-    "<|end|>",
-    "<|tool_call|>",
-    "<|tool_result|>",
-    *(f"<|reserved_{i}|>" for i in range(8)),
+    *NAMED_SPECIALS,
+    *(f"<|reserved_{i}|>" for i in range(16 - 1 - len(NAMED_SPECIALS))),
 )
 NEWLINE_PIECE = "\n"
 META = "\u2581"
@@ -100,7 +96,7 @@ class Tokenizer:
         self._spec = spec
         self._meta_ids = [self._sp.piece_to_id(f"<0x{b:02X}>") for b in META.encode("utf-8")]
         self.special_ids: dict[str, int] = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
-        self.eot_id = self.special_ids["<|endoftext|>"]
+        self.eot_id = self.special_ids[EOT]
         self.bos_id = self.eot_id
         self.eos_id = self.eot_id
         self.vocab_size: int = self._sp.get_piece_size()
@@ -145,6 +141,8 @@ class Tokenizer:
         )
 
     def info(self) -> dict[str, Any]:
+        from enlace_data.chat import CHAT_TEMPLATE
+
         return {
             "kind": "sentencepiece",
             "tokenizer_id": self.tokenizer_id,
@@ -153,6 +151,7 @@ class Tokenizer:
             "special_ids": self.special_ids,
             "eot_id": self.eot_id,
             "encoding_rules": ENCODING_RULES,
+            "chat_template": CHAT_TEMPLATE,
         }
 
     # --- the API ------------------------------------------------------------------------------

@@ -72,6 +72,10 @@ def write_tokenizer_files(
         "split_special_tokens": True,
         **special_tokens,
     }
+    if description.get("chat_template"):
+        # apply_chat_template renders text and tokenizes it: the special tokens' text must then
+        # read as their ids (as in every Hugging Face chat model), so they are not split here.
+        config |= {"chat_template": description["chat_template"], "split_special_tokens": False}
     files = {d / DESCRIPTION_FILE: _json(description)}
     if model_proto is not None:
         files[d / MODEL_FILE] = model_proto

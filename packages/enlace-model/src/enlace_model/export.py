@@ -4,9 +4,9 @@ The folder gets config.json (with `pad_token_id`), model.safetensors, generation
 `max_new_tokens`), a model card README.md (model_card.py) and the checkpoint's tokenizer files,
 copied as enlace-data wrote them at training time (tokenizer.json for the `tokenizers` library,
 tokenizer_config.json, special_tokens_map.json, tokenizer.model for SentencePiece runs,
-enlace_tokenizer.json), with two settings added to tokenizer_config.json: the model's context as
-`model_max_length`, and `split_special_tokens` false, so that a chat template (the checkpoint's
-tokenizer_config.json `chat_template`) rendered as text gives the special ids. `AutoTokenizer.from_pretrained(folder)` then gives
+enlace_tokenizer.json), with the model's context added to tokenizer_config.json as
+`model_max_length` (a chat model's tokenizer_config.json already carries its `chat_template` and
+`split_special_tokens` false, as enlace-data writes them). `AutoTokenizer.from_pretrained(folder)` then gives
 Enlace's ids, and `load_model` / `load_tokenizer` read the folder back. enlace-model knows nothing
 of tokenizers: the eos id comes from enlace_tokenizer.json's `eot_id`.
 """
@@ -67,8 +67,10 @@ def tokenizer_description(directory: Path, vocab_size: int) -> dict[str, Any] | 
             )
         return None
     description = read_json(f)
-    if not isinstance(description, dict) or description.get("vocab_size") != vocab_size:
-        got = description.get("vocab_size") if isinstance(description, dict) else None
+    got = description.get("vocab_size") if isinstance(description, dict) else None
+    # A model may have more rows than its tokenizer has ids (the byte chat model: 263 ids padded
+    # to 264 rows), never fewer.
+    if not isinstance(got, int) or not vocab_size - 8 < got <= vocab_size:
         raise CheckpointError(
             f"{f}: a tokenizer of vocabulary {got} beside a model with vocab_size {vocab_size}"
         )
@@ -115,6 +117,9 @@ def export_hf(
     generation: dict[str, Any] = {"do_sample": False, "max_new_tokens": cfg.context_length}
     if eos is not None:
         generation |= {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
+    end_of_turn = (description or {}).get("special_ids", {}).get("<|im_end|>")
+    if eos is not None and description and description.get("chat_template") and end_of_turn:
+        generation["eos_token_id"] = [end_of_turn, eos]  # a chat model also stops at its turn end
     _write_json(out / "generation_config.json", generation)
 
     if description is None:
@@ -129,11 +134,8 @@ def export_hf(
                 shutil.copyfile(tok_dir / name, out / name)
         if (out / HF_TOKENIZER_CONFIG_FILE).is_file():
             config = read_json(out / HF_TOKENIZER_CONFIG_FILE)
-            # A chat template is rendered as text, then tokenized: its special-token strings must
-            # become the special ids (Enlace's own encode never makes a special id from text; the
-            # one difference, documented in the model card).
-            settings = {"model_max_length": cfg.context_length, "split_special_tokens": False}
-            _write_json(out / HF_TOKENIZER_CONFIG_FILE, {**config, **settings})
+            config["model_max_length"] = cfg.context_length
+            _write_json(out / HF_TOKENIZER_CONFIG_FILE, config)
     card = model_card(ckpt, cfg, state, description, chat=chat_template(tok_dir) is not None)
     (out / "README.md").write_text(card, encoding="utf-8")
     return out

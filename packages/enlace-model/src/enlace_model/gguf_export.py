@@ -16,7 +16,7 @@ Straight from a checkpoint or run directory; no Hugging Face folder and no conve
     (normal, byte, control, user-defined, unknown) and a score that orders the merges as
     SentencePiece does (its BPE pieces are sorted by score, so minus the id keeps the order);
     `add_space_prefix` false (llama.cpp's default, true, changes every prompt), byte fallback
-    through the `<0xNN>` pieces, BOS/EOS/padding = <|endoftext|>, end of turn = <|end|>.
+    through the `<0xNN>` pieces, BOS/EOS/padding = <|endoftext|>, end of turn = <|im_end|>.
   * bytes: a byte-level BPE vocabulary (`gpt2`) whose token i is byte i, with no merge that can
     ever apply: every string tokenizes to its UTF-8 bytes, U+2581 included (a SentencePiece-type
     vocabulary would turn spaces into U+2581 first); pre-tokenizer `qwen2` (see BYTE_PRE_TOKENIZER). GGUF cannot hold an empty array and llama.cpp
@@ -62,7 +62,7 @@ INERT_MERGE = "<0x00> <0x00>"  # see the module docstring: never applies to one-
 # The pre-tokenizer of the Qwen family: with no merges its split changes no id, and unlike
 # "default" it does not "clean up" spaces before punctuation when llama.cpp detokenizes.
 BYTE_PRE_TOKENIZER = "qwen2"
-_END_OF_TURN = "<|end|>"
+_END_OF_TURN = "<|im_end|>"  # ChatML, enlace-data's chat format
 
 
 def gguf_tensor_names(cfg: ModelConfig, names: list[str]) -> dict[str, str]:
@@ -148,8 +148,11 @@ def _add_hyperparameters(w: Any, cfg: ModelConfig, name: str, outtype: str) -> N
     w.add_layer_norm_rms_eps(cfg.norm_eps)
 
 
-def _vocabulary(tok: Mapping[str, Any]) -> tuple[str, list[str], list[float], list[int]]:
-    """(tokenizer model, tokens, scores, types) from a Hugging Face tokenizer.json."""
+def _vocabulary(
+    tok: Mapping[str, Any], vocab_size: int
+) -> tuple[str, list[str], list[float], list[int]]:
+    """(tokenizer model, tokens, scores, types) from a Hugging Face tokenizer.json, padded with
+    unused tokens to the model's rows (a model may have more rows than its tokenizer has ids)."""
     import gguf
 
     kinds = gguf.TokenType
@@ -161,11 +164,14 @@ def _vocabulary(tok: Mapping[str, Any]) -> tuple[str, list[str], list[float], li
     ]
     if [i for _, i in by_id] != list(range(len(by_id))):
         raise CheckpointError("tokenizer.json: the vocabulary ids are not 0..n-1")
+    tokens += [f"[PAD{i}]" for i in range(len(tokens), vocab_size)]  # as llama.cpp's converter
     byte_fallback = bool(model.get("byte_fallback"))
     types, scores = [], []
     for i, piece in enumerate(tokens):
         a = added.get(i)
-        if a is not None and piece == model.get("unk_token"):
+        if i >= len(by_id) and a is None:
+            kind = kinds.UNUSED
+        elif a is not None and piece == model.get("unk_token"):
             kind = kinds.UNKNOWN
         elif a is not None:
             kind = kinds.CONTROL if a.get("special") else kinds.USER_DEFINED
@@ -198,7 +204,7 @@ def _tokenizer_files(ckpt: Path, cfg: ModelConfig) -> tuple[dict[str, Any], dict
     config = read_json(config_file) if config_file.is_file() else {}
     tok = read_json(tok_file)
     ids = set(tok["model"]["vocab"].values()) | {a["id"] for a in tok.get("added_tokens", [])}
-    if len(ids) != cfg.vocab_size:
+    if len(ids) > cfg.vocab_size:
         raise CheckpointError(
             f"{tok_file}: {len(ids)} tokens but the model has vocab_size {cfg.vocab_size}"
         )
@@ -217,9 +223,9 @@ def _token_id(tok: Mapping[str, Any], config: Mapping[str, Any], role: str) -> i
 
 
 def _add_tokenizer(
-    w: Any, tok: Mapping[str, Any], config: Mapping[str, Any], template: str | None
+    w: Any, tok: Mapping[str, Any], config: Mapping[str, Any], template: str | None, vocab_size: int
 ) -> None:
-    kind, tokens, scores, types = _vocabulary(tok)
+    kind, tokens, scores, types = _vocabulary(tok, vocab_size)
     w.add_tokenizer_model(kind)
     w.add_token_list(tokens)
     w.add_token_types(types)
@@ -274,7 +280,8 @@ def export_gguf(
     writer = gguf.GGUFWriter(tmp, arch)
     try:
         _add_hyperparameters(writer, cfg, f"enlace-{ckpt.name}", outtype)
-        _add_tokenizer(writer, tok, tok_config, chat_template or saved_chat_template(ckpt))
+        template = chat_template or saved_chat_template(ckpt)
+        _add_tokenizer(writer, tok, tok_config, template, cfg.vocab_size)
         for name, data, qtype in _tensors(cfg, state, outtype):
             writer.add_tensor(name, data, raw_dtype=qtype)
         writer.write_header_to_file()

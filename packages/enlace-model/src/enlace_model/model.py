@@ -335,9 +335,17 @@ class Transformer(nn.Module):
 
     # --- forward --------------------------------------------------------------------------------
     def forward(
-        self, idx: Tensor, targets: Tensor | None = None, *, z_loss_weight: float = 0.0
+        self,
+        idx: Tensor,
+        targets: Tensor | None = None,
+        segments: Tensor | None = None,
+        *,
+        z_loss_weight: float = 0.0,
     ) -> ModelOutput:
-        """idx (B, T) token ids; targets (B, T) with -1 for ignored positions."""
+        """idx (B, T) token ids; targets (B, T) with -1 for ignored positions; segments (B, T):
+        packed rows of several documents (chat SFT), a position attends only to earlier positions
+        of its own segment id (block-diagonal causal mask; rotary is relative, so a document's
+        offset in the row does not matter)."""
         T = idx.shape[1]
         if idx.shape[1] > self.cfg.context_length:
             raise ValueError(
@@ -345,9 +353,15 @@ class Transformer(nn.Module):
             )
         x = self.embed(idx)  # (B, T, C)
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)  # (T, D)
+        mask = None
+        if segments is not None:
+            causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()  # (T, T)
+            allowed = (segments[:, :, None] == segments[:, None, :]) & causal  # (B, T, T)
+            mask = torch.zeros(allowed.shape, dtype=x.dtype, device=idx.device)
+            mask = mask.masked_fill_(~allowed, float("-inf")).unsqueeze(1)  # (B, 1, T, T)
         with self._sdpa_context():
             for layer in self.layers:
-                x = layer(x, cos, sin, self.attention)
+                x = layer(x, cos, sin, self.attention, None, 0, mask)
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
         if targets is None:
             return ModelOutput(logits=logits)

@@ -1,4 +1,5 @@
-"""`enlace-train CONFIG [key=value ...]` and `enlace-train sample RUN_DIR --prompt "..."`.
+"""`enlace-train CONFIG [key=value ...]`, `enlace-train sample RUN_DIR --prompt "..."` and
+`enlace-train chat RUN_OR_CHECKPOINT`.
 
 Thin on purpose: the config is composed and validated before torch is imported (a bad config exits 2
 in a fraction of a second), then the trainer does the work. Errors the user can act on print one
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 
 USAGE = """\
 enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
-enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint"""
+enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
+enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal"""
 
 EXIT_BAD_INPUT = 2
 
@@ -56,10 +58,41 @@ def _sample_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _chat_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="enlace-train chat",
+        description="Talk to a chat model (a chat run's newest checkpoint, or a checkpoint "
+        "directory): streamed replies, history, /reset, /salir.",
+    )
+    p.add_argument("checkpoint", help="a run directory (runs/NAME) or one checkpoint directory")
+    p.add_argument("--system", default=None, help="a system prompt for the conversation")
+    p.add_argument("--temperature", type=float, default=0.7, help="0 for greedy decoding")
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same replies)")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="longest reply, in tokens")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def chat_cli(argv: Sequence[str]) -> int:
+    ns = _chat_parser().parse_args(list(argv))
+    try:
+        from enlace_train.chat import chat_main
+
+        chat_main(ns)
+    except (FileNotFoundError, ValueError) as exc:  # DataError, missing or corrupt checkpoints
+        return _fail(str(exc), exc, ns.debug)
+    except KeyboardInterrupt:
+        print()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "sample":
         return sample_main(args[1:])
+    if args and args[0] == "chat":
+        return chat_cli(args[1:])
     ns = _train_parser().parse_args(args)
     return train_main(ns.config, ns.overrides, debug=ns.debug)
 

@@ -33,6 +33,7 @@ FLAGS = {
     "time_budget_s": "--time-budget",
     "stream": "--no-stream",
 }
+WEB_COMMANDS = ("serve", "export-history", "delete-history")
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
 
 
@@ -42,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Habla con el asistente familiar Enlace; busca en internet cuando hace falta "
         "y dice de dónde saca cada dato.",
         epilog="Códigos de salida: 0 respuesta, 1 falló el servidor del modelo, 2 uso o "
-        "configuración incorrectos. La configuración se lee de --config o de "
+        "configuración incorrectos. La página web: enlace-assistant serve (--help para sus "
+        "opciones); export-history y delete-history NOMBRE para el historial de una persona. "
+        "La configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
         "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).",
     )
@@ -50,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json", action="store_true", help="salida JSON: respuesta, llamadas y proveedores"
     )
+    add_assistant_options(parser)
+    return parser
+
+
+def add_assistant_options(parser: argparse.ArgumentParser) -> None:
+    """The options that build the assistant (shared with `enlace-assistant serve`)."""
     parser.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
     parser.add_argument("--env-file", type=Path, metavar="RUTA", help="fichero .env con las claves")
     parser.add_argument("--base-url", metavar="URL", help="servidor compatible con OpenAI (…/v1)")
@@ -64,15 +73,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-stream", action="store_true", help="no mostrar la respuesta mientras se escribe"
     )
     parser.add_argument("--debug", action="store_true", help="registro detallado y trazas")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in WEB_COMMANDS:
+        from enlace_agent.cli.web import main as web_main
+
+        return web_main(args)
     return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
 
 
-def _setup(args: argparse.Namespace, secrets: list[str]) -> Assistant | str:
-    """The assistant, or the Spanish explanation of why it cannot start."""
+def setup_assistant(
+    args: argparse.Namespace, secrets: list[str]
+) -> tuple[Assistant, dict[str, str]] | str:
+    """The assistant and the environment it read (the env file's values included), or the
+    Spanish explanation of why it cannot start."""
     from enlace_agent.assistant import build_assistant, load_config
     from enlace_agent.cli.search import KEY_ENV, missing_key_message
     from enlace_agent.search.errors import MissingCredential
@@ -90,7 +106,7 @@ def _setup(args: argparse.Namespace, secrets: list[str]) -> Assistant | str:
         env = load_env(args.env_file)
         config: AssistantConfig = load_config(args.config, overrides=overrides)
         secrets.extend(k for k in (env.get(config.api_key_env, ""), env.get(KEY_ENV, "")) if k)
-        return build_assistant(config, env)
+        return build_assistant(config, env), env
     except InvalidOptions as exc:
         flags = ", ".join(FLAGS.get(k, k) for k in exc.keys)
         return f"opción no válida: {flags}.\n{exc}"
@@ -103,9 +119,10 @@ def _setup(args: argparse.Namespace, secrets: list[str]) -> Assistant | str:
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     if args.once is not None and not args.once.strip():
         return fail("la pregunta está vacía.", EXIT_USAGE, sys.stderr)
-    assistant = _setup(args, secrets)
-    if isinstance(assistant, str):
-        return fail(assistant, EXIT_USAGE, sys.stderr)
+    built = setup_assistant(args, secrets)
+    if isinstance(built, str):
+        return fail(built, EXIT_USAGE, sys.stderr)
+    assistant = built[0]
     if args.once is not None:
         return _ask(assistant, [], args.once, args.json, secrets)[0]
     sys.stderr.write(

@@ -156,6 +156,108 @@ class SearchConfig(StrictModel):
         return self
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class PersonConfig(StrictModel):
+    """One member of the family on the web page: a name and, where the page needs one, the
+    environment variable that holds their access token (never the token itself)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=40,
+        pattern=r"^[^\x00-\x1f<>&\"']+$",
+        description="The name shown on the page and the owner of a history (no markup).",
+    )
+    token_env: str | None = Field(
+        default=None,
+        pattern=ENV_NAME_PATTERN,
+        description="Environment variable holding this person's access token (at least "
+        "`min_token_chars` characters). Required when the page listens beyond this machine; on "
+        "127.0.0.1 a person without one signs in by name alone.",
+    )
+
+
+class WebConfig(StrictModel):
+    """The family web page (`enlace-assistant serve`): where it listens, who may use it, where the
+    histories live and the limits of a request."""
+
+    host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="Address to listen on. 127.0.0.1 (the default): only this machine. Any other "
+        "address (0.0.0.0, the server's LAN address) requires a token_env for every person.",
+    )
+    port: int = Field(default=8765, ge=1, le=65535, description="TCP port to listen on.")
+    people: list[PersonConfig] = Field(
+        default_factory=lambda: [],
+        description="The family members, each with their own history (at least one to serve).",
+    )
+    database: str | None = Field(
+        default=None,
+        description="SQLite file of the histories. None: $XDG_DATA_HOME/enlace/web.sqlite3 "
+        "(~/.local/share/enlace/web.sqlite3).",
+    )
+    min_token_chars: int = Field(
+        default=16, ge=8, le=512, description="Shortest access token accepted at start-up."
+    )
+    session_days: float = Field(
+        default=30.0, gt=0, le=400, description="How long a sign-in lasts (cookie and server)."
+    )
+    max_message_chars: int = Field(
+        default=4000, ge=1, le=100_000, description="Longest question the page accepts."
+    )
+    max_body_bytes: int = Field(
+        default=32_768,
+        ge=1024,
+        le=1_048_576,
+        description="Largest request body accepted (bigger ones get 413 before being read).",
+    )
+    max_conversations_listed: int = Field(
+        default=50, ge=1, le=1000, description="Past conversations listed on the page."
+    )
+    keepalive_s: PositiveFloat = Field(
+        default=10.0,
+        description="Seconds between two signs of life on an answer's event stream.",
+    )
+    stall_timeout_s: PositiveFloat = Field(
+        default=60.0,
+        description="The page tells the family the assistant is not answering after this many "
+        "seconds without any news on the event stream (signs of life included).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WebConfig":
+        problems: list[FieldProblem] = []
+        if self.keepalive_s >= self.stall_timeout_s:
+            problems.append(
+                FieldProblem(
+                    "keepalive_s",
+                    f"keepalive_s ({self.keepalive_s}) must be below stall_timeout_s "
+                    f"({self.stall_timeout_s}), or a healthy stream would look stalled",
+                    related=("stall_timeout_s",),
+                )
+            )
+        names = [p.name.casefold() for p in self.people]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            problems.append(FieldProblem("people", f"names repeated: {', '.join(repeated)}"))
+        if self.host not in LOOPBACK_HOSTS:
+            problems.extend(
+                FieldProblem(
+                    f"people.{i}.token_env",
+                    f"{p.name} has no token_env: listening on {self.host} (beyond this machine) "
+                    "requires an access token for every person",
+                    related=("host",),
+                )
+                for i, p in enumerate(self.people)
+                if p.token_env is None
+            )
+        raise_problems(problems)
+        return self
+
+
 class AssistantConfig(StrictModel):
     """The family assistant (`enlace-assistant`): which model server to talk to, how to sample, and
     the limits of one turn. The model's API key is never part of this schema: it is read from the
@@ -217,6 +319,10 @@ class AssistantConfig(StrictModel):
         description="The search settings file for the assistant's search tool. None: the "
         "user's search.yaml, or the search defaults.",
     )
+    web: WebConfig = Field(
+        default_factory=WebConfig,
+        description="The family web page served by `enlace-assistant serve`.",
+    )
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "AssistantConfig":
@@ -230,9 +336,11 @@ __all__ = [
     "DuckDuckGoConfig",
     "HttpConfig",
     "MaxResults",
+    "PersonConfig",
     "ProviderName",
     "Region",
     "SafeSearch",
     "SearchConfig",
     "TimeFilter",
+    "WebConfig",
 ]

@@ -14,6 +14,7 @@ from enlace_config.schema.train import TrainConfig
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 BYTE_VOCAB_SIZE = 256
+BYTE_CHAT_VOCAB_SIZE = 263  # enlace-data's ByteTokenizer: 256 bytes + 7 special tokens
 MAX_UINT16_VOCAB = 65536
 
 
@@ -96,13 +97,23 @@ class RunConfig(StrictModel):
             problems.extend(batch_split_problems(hardware, train))
         if isinstance(model, ModelConfig) and isinstance(data, DataConfig):
             vocab = model.vocab_size
-            if data.kind == "bytes" and vocab != BYTE_VOCAB_SIZE:
+            if data.kind == "bytes" and vocab < BYTE_VOCAB_SIZE:
                 problems.append(
                     FieldProblem(
                         "model.vocab_size",
                         f"data.kind bytes feeds byte values 0..255, so the model needs vocab_size "
-                        f"{BYTE_VOCAB_SIZE}, not {vocab}",
+                        f">= {BYTE_VOCAB_SIZE}, not {vocab} (ids above 255 are the chat tokens)",
                         ("data.kind",),
+                    )
+                )
+            if data.kind == "chat" and data.tokenizer == "bytes" and vocab < BYTE_CHAT_VOCAB_SIZE:
+                problems.append(
+                    FieldProblem(
+                        "model.vocab_size",
+                        f"chat on the byte tokenizer uses ids up to {BYTE_CHAT_VOCAB_SIZE - 1} "
+                        f"(bytes and the chat tokens), so the model needs vocab_size >= "
+                        f"{BYTE_CHAT_VOCAB_SIZE}, not {vocab}",
+                        ("data.kind", "data.tokenizer"),
                     )
                 )
             if data.kind == "shards" and vocab > MAX_UINT16_VOCAB:

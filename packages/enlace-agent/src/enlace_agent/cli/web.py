@@ -1,0 +1,145 @@
+"""`enlace-assistant serve | export-history | delete-history`: the family web page and the
+histories it keeps.
+
+    enlace-assistant serve [--host 0.0.0.0] [--port 8765] [assistant options]
+    enlace-assistant export-history NOMBRE [--out historial.json]
+    enlace-assistant delete-history NOMBRE --yes
+
+Exit codes: 0 done, 1 the server could not run, 2 bad usage or configuration. Starlette and
+uvicorn (the `web` extra) are imported only once the arguments are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from enlace_agent.cli.assistant import add_assistant_options, setup_assistant
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+
+NO_EXTRA = (
+    'la página web necesita el extra «web»: pip install "enlace-agent[web]" (Starlette y uvicorn).'
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="enlace-assistant",
+        description="La página web del asistente familiar y el historial de cada persona.",
+        epilog="Códigos de salida: 0 hecho, 1 el servidor no pudo funcionar, 2 uso o "
+        "configuración incorrectos. La sección web de assistant.yaml dice quién usa la página "
+        "(web.people) y dónde escucha.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    serve = commands.add_parser("serve", help="sirve la página (127.0.0.1:8765 por defecto)")
+    serve.add_argument("--host", metavar="DIRECCIÓN", help="dirección donde escuchar")
+    serve.add_argument("--port", type=int, metavar="PUERTO", help="puerto donde escuchar")
+    add_assistant_options(serve)
+    export = commands.add_parser("export-history", help="el historial de una persona en JSON")
+    export.add_argument("name", metavar="NOMBRE")
+    export.add_argument("--out", type=Path, metavar="RUTA", help="fichero (por defecto, stdout)")
+    delete = commands.add_parser("delete-history", help="borra el historial de una persona")
+    delete.add_argument("name", metavar="NOMBRE")
+    delete.add_argument("--yes", action="store_true", help="confirma el borrado")
+    for sub in (export, delete):
+        sub.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
+        sub.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run = {"serve": _serve, "export-history": _export, "delete-history": _delete}[args.command]
+    return run_guarded("enlace-assistant", args, run)
+
+
+def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
+    try:
+        import uvicorn
+
+        from enlace_agent.web import StoreError, WebSetupError, build_app, resolve_tokens
+    except ImportError:
+        return fail(NO_EXTRA, EXIT_USAGE, sys.stderr)
+    from enlace_agent.settings import InvalidOptions, with_overrides
+
+    built = setup_assistant(args, secrets)
+    if isinstance(built, str):
+        return fail(built, EXIT_USAGE, sys.stderr)
+    assistant, env = built
+    try:
+        web = with_overrides(assistant.config.web, {"host": args.host, "port": args.port})
+        assistant.config = assistant.config.model_copy(update={"web": web})
+        secrets.extend(t for t in resolve_tokens(web, env).values() if t)
+        app = build_app(assistant, env)
+    except InvalidOptions as exc:
+        flags = ", ".join(f"--{k}" if k in ("host", "port") else f"web.{k}" for k in exc.keys)
+        return fail(f"opción no válida: {flags}.\n{exc}", EXIT_USAGE, sys.stderr)
+    except WebSetupError as exc:
+        return fail(str(exc), EXIT_USAGE, sys.stderr)
+    except StoreError as exc:
+        return fail(f"no se puede usar el historial: {exc}", EXIT_USAGE, sys.stderr)
+    sys.stderr.write(f"Enlace: la página está en http://{_url_host(web.host)}:{web.port}/\n")
+    try:
+        uvicorn.run(app, host=web.host, port=web.port, log_config=None, access_log=False)
+    except OSError as exc:
+        return fail(
+            f"no se puede escuchar en {web.host}:{web.port}: {exc}", EXIT_FAILED, sys.stderr
+        )
+    return EXIT_OK
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _store(args: argparse.Namespace) -> Any:
+    """The history store named by the configuration, or the Spanish reason it cannot be used."""
+    import os
+
+    from enlace_agent.assistant import load_config
+    from enlace_agent.settings import SettingsError
+
+    try:
+        from enlace_agent.web import StoreError
+        from enlace_agent.web.setup import store_for
+    except ImportError:
+        return NO_EXTRA
+    try:
+        return store_for(load_config(args.config).web, dict(os.environ))
+    except SettingsError as exc:
+        return f"configuración no válida.\n{exc}"
+    except StoreError as exc:
+        return f"no se puede usar el historial: {exc}"
+
+
+def _export(args: argparse.Namespace, secrets: list[str]) -> int:
+    store = _store(args)
+    if isinstance(store, str):
+        return fail(store, EXIT_USAGE, sys.stderr)
+    text = json.dumps(store.export(args.name), ensure_ascii=False, indent=2) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text, encoding="utf-8")
+        sys.stderr.write(f"Historial de {args.name} guardado en {args.out}\n")
+    return EXIT_OK
+
+
+def _delete(args: argparse.Namespace, secrets: list[str]) -> int:
+    if not args.yes:
+        return fail(
+            f"borrar el historial de {args.name} no se puede deshacer: repite con --yes "
+            "(y antes, si quieres, guárdalo con export-history).",
+            EXIT_USAGE,
+            sys.stderr,
+        )
+    store = _store(args)
+    if isinstance(store, str):
+        return fail(store, EXIT_USAGE, sys.stderr)
+    count = store.delete_person(args.name)
+    sys.stderr.write(f"Borradas {count} conversaciones de {args.name} (y sus sesiones).\n")
+    return EXIT_OK

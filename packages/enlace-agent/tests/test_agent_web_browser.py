@@ -1,0 +1,192 @@
+"""The family web page in a real browser: the system's Chromium, headless, driven by Playwright
+(no browser download). Sends a question, sees the answer stream in with its source link, reloads
+and finds the history; a search result and an answer made of markup stay text; screenshots at
+phone and desktop widths go to artifacts/web/ (git-ignored).
+
+Marked `browser` (deselected by default): `scripts/test.sh browser` runs them, and CI with it.
+Chromium comes from `scripts/install-system-deps.sh` (Debian's `chromium`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ARTIFACTS = Path(
+    os.environ.get("ENLACE_ARTIFACTS") or Path(__file__).resolve().parents[3] / "artifacts"
+)
+WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
+XSS = "<img src=x onerror=alert(1)>"
+ANSWER = (
+    "La tortilla de patatas lleva huevos, patatas, aceite de oliva y sal; la cebolla es "
+    f"opcional y cada familia tiene su opinión. Lo he buscado: {WIKI}"
+)
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
+
+def chromium_path() -> str:
+    found = os.environ.get("ENLACE_CHROMIUM") or shutil.which("chromium")
+    found = found or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail(
+            "no Chromium on this machine: run scripts/install-system-deps.sh (Debian's chromium) "
+            "or set ENLACE_CHROMIUM to its path"
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium_path(), headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def tab(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport=DESKTOP, locale="es-ES")
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.dialogs = []  # any alert() would be an injected script running
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    yield page
+    context.close()
+
+
+def sign_in(tab: Any, base: str, name: str = "Ana") -> None:
+    tab.goto(base + "/")
+    tab.get_by_label(name).check()
+    tab.get_by_role("button", name="Entrar").click()
+    tab.locator("#who", has_text=name).wait_for()
+
+
+def send(tab: Any, question: str) -> None:
+    tab.locator("#text").fill(question)
+    tab.locator("#text").press("Enter")
+
+
+def test_a_question_streams_in_with_its_source_and_stays_after_a_reload(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [
+        model_server.call("buscar_en_internet", {"consulta": "ingredientes tortilla"}),
+        model_server.say(ANSWER, pieces=12, delay=0.15),
+    ]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "¿Qué lleva la tortilla de patatas?")
+    answer = tab.locator(".msg.assistant").last
+    # Streamed: part of the answer is on the page while it is still being written.
+    tab.wait_for_function(
+        "() => { const a = document.querySelector('.msg.assistant .text');"
+        " return a && a.textContent.length > 0 && document.querySelector('#send').disabled; }"
+    )
+    link = answer.locator(".sources a")
+    link.wait_for()
+    assert link.get_attribute("href") == WIKI
+    assert link.inner_text() == "Tortilla de patatas - Wikipedia, la enciclopedia libre"
+    assert "(vía duckduckgo)" in answer.locator(".sources").inner_text()
+    assert answer.locator(".text").inner_text() == ANSWER
+    assert tab.locator("#send").is_enabled()
+
+    ARTIFACTS.joinpath("web").mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / "web" / "desktop.png"))
+    tab.set_viewport_size(PHONE)
+    tab.screenshot(path=str(ARTIFACTS / "web" / "phone.png"))
+
+    tab.reload()
+    tab.locator(".msg.assistant .sources a").wait_for()
+    roles = tab.locator("#messages > li").evaluate_all("items => items.map(i => i.className)")
+    assert roles == ["msg user", "msg assistant"]
+    assert tab.locator(".msg.user").inner_text() == "¿Qué lleva la tortilla de patatas?"
+    assert tab.locator(".msg.assistant .text").inner_text() == ANSWER
+    listed = tab.locator("#conversations a")
+    assert listed.all_inner_texts() == ["¿Qué lleva la tortilla de patatas?"]
+    assert tab.dialogs == []
+
+
+def test_markup_from_a_search_result_or_the_model_renders_as_text(
+    tab: Any, web_page: Callable[..., Any], model_server: Any, http_server: Any
+) -> None:
+    html = (FIXTURES / "ddg_lite_results_es.html").read_text(encoding="utf-8")
+    title = "Tortilla de patatas - Wikipedia, la enciclopedia libre"
+    http_server.reply("/lite/", 200, html.replace(title, "&lt;img src=x onerror=alert(1)&gt;"))
+    model_server.script = [
+        model_server.call("buscar_en_internet", {"consulta": "tortilla"}),
+        model_server.say(f"Mira esto: {XSS} <script>alert(2)</script> ({WIKI})"),
+    ]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, XSS)
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".sources a").wait_for()
+    assert answer.locator(".sources a").inner_text() == XSS
+    assert XSS in answer.locator(".text").inner_text()
+    assert tab.locator(".msg.user").inner_text() == XSS
+    assert tab.locator("#messages img, #messages script").count() == 0
+    tab.reload()  # the same, read back from the history
+    tab.locator(".msg.assistant .sources a").wait_for()
+    assert tab.locator("#messages img, #messages script").count() == 0
+    assert tab.locator("#conversations a").inner_text() == XSS
+    assert tab.dialogs == []
+
+
+def test_model_down_shows_a_spanish_message_not_a_spinner(
+    tab: Any, web_page: Callable[..., Any], refused_url: str
+) -> None:
+    page = web_page(assistant={"base_url": refused_url, "connect_timeout_s": 2})
+    sign_in(tab, page.base)
+    send(tab, "¿Estás ahí?")
+    error = tab.locator(".msg.error")
+    error.wait_for()
+    assert "no está disponible ahora mismo" in error.inner_text()
+    assert tab.locator("#send").is_enabled()
+    assert tab.locator("#status").inner_text() == ""
+
+
+def test_each_person_sees_only_their_conversations(
+    browser: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say("Respuesta para Ana.")]
+    page = web_page()
+    ana = browser.new_context(viewport=PHONE).new_page()
+    sign_in(ana, page.base, "Ana")
+    send(ana, "Mi pregunta privada")
+    ana.locator(".msg.assistant .text", has_text="Respuesta para Ana.").wait_for()
+    bruno = browser.new_context(viewport=PHONE).new_page()
+    sign_in(bruno, page.base, "Bruno")
+    bruno.goto(ana.url)  # even with the link to Ana's conversation
+    bruno.reload()
+    bruno.locator("#status", has_text="Esa conversación no existe.").wait_for()
+    assert bruno.locator("#messages > li").count() == 0
+    assert "Mi pregunta privada" not in bruno.content()
+
+
+def test_a_reload_mid_answer_finds_the_conversation_and_the_answer_going_on(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say(ANSWER, pieces=20, delay=0.2)]
+    page = web_page(assistant={"max_tool_rounds": 0})
+    sign_in(tab, page.base)
+    send(tab, "Cuéntamelo despacio")
+    tab.wait_for_function(
+        "() => { const a = document.querySelector('.msg.assistant .text');"
+        " return a && a.textContent.length > 0; }"
+    )
+    tab.reload()
+    assert tab.locator(".msg.user").inner_text() == "Cuéntamelo despacio"
+    tab.locator(".msg.assistant .text", has_text=ANSWER).wait_for()
+    tab.wait_for_function("() => !document.querySelector('#send').disabled")  # the end came
+    assert tab.locator(".msg.assistant").count() == 1
+    assert tab.locator(".msg.assistant .text").inner_text() == ANSWER

@@ -1,0 +1,362 @@
+"""Enlace's conversation format, written once: the renderer (Python) and its Jinja twin.
+
+The format is ChatML with Hermes/Qwen tool calls, so llama.cpp (`--jinja`), vLLM (`hermes` parser)
+and transformers recognise it without custom code:
+
+    <|im_start|>system
+    {system}
+
+    # Herramientas
+    <tools>
+    {tool as JSON}
+    </tools><|im_end|>
+    <|im_start|>user
+    {text}<|im_end|>
+    <|im_start|>assistant
+    {text}
+    <tool_call>
+    {"name": "buscar_en_internet", "arguments": {"consulta": "..."}}
+    </tool_call><|im_end|>
+    <|im_start|>user
+    <tool_response>
+    {result}
+    </tool_response><|im_end|>
+
+- The system block exists when the conversation has a system message or tools; consecutive tool
+  results share one user turn (as in Qwen3's template).
+- JSON is written as transformers' `tojson` writes it: `json.dumps(x, ensure_ascii=False)`.
+- `<|im_start|>`, `<|im_end|>`, `<tool_call>`, `</tool_call>`, `<tool_response>` and
+  `</tool_response>` are single special ids; the text between them is encoded run by run.
+- Training loss (`Rendered.mask`) covers what the assistant produces: its text, its tool calls and
+  its `<|im_end|>` — never the `<|im_start|>assistant\\n` header, the system, user or tool text.
+
+`CHAT_TEMPLATE` renders the same text; `render(...)` gives the same token ids as a Hugging Face
+tokenizer's `apply_chat_template` on an export (tested on many conversations at the repository
+root). The template travels with the tokenizer's description into checkpoints and exports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from enlace_data.errors import DataError
+from enlace_data.special_tokens import (
+    IM_END,
+    IM_START,
+    NAMED_SPECIALS,
+    TOOL_CALL,
+    TOOL_CALL_END,
+    TOOL_RESPONSE,
+    TOOL_RESPONSE_END,
+)
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "ROLES",
+    "Rendered",
+    "ToolCall",
+    "normalize_conversation",
+    "parse_tool_calls",
+    "render",
+    "render_text",
+]
+
+ROLES = ("system", "user", "assistant", "tool")
+TOOLS_HEADER = "# Herramientas\n<tools>"
+TOOLS_FOOTER = "\n</tools>"
+
+# The Jinja twin of `_parts` below; keep both in step (the root test compares them).
+CHAT_TEMPLATE = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{- '" + TOOLS_HEADER.replace("\n", "\\n") + "' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '" + TOOLS_FOOTER.replace("\n", "\\n") + "<|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' %}"
+    "{{- '<|im_start|>user\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if message.content %}{{- message.content }}{%- endif %}"
+    "{%- if message.tool_calls %}{%- for call in message.tool_calls %}"
+    "{%- if call.function is defined %}{%- set call = call.function %}{%- endif %}"
+    "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
+    '{{- \'<tool_call>\\n{"name": "\' + call.name + \'", "arguments": \' }}'
+    "{%- if call.arguments is string %}{{- call.arguments }}"
+    "{%- else %}{{- call.arguments | tojson }}{%- endif %}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}"
+    "{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}"
+    "{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+class ChatTokenizer(Protocol):
+    """What rendering needs from a tokenizer (ByteTokenizer and the SentencePiece Tokenizer)."""
+
+    special_ids: dict[str, int]
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+@dataclass
+class Rendered:
+    """Token ids of a conversation and, per id, whether training learns to predict it."""
+
+    ids: list[int]
+    mask: list[bool]
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)  # transformers' `tojson`
+
+
+# One part: (text, is_special, trained).
+Part = tuple[str, bool, bool]
+
+
+def _parts(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    add_generation_prompt: bool,
+) -> Iterator[Part]:
+    def special(name: str, trained: bool = False) -> Part:
+        return (name, True, trained)
+
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+    if tools:
+        yield special(IM_START)
+        yield (
+            "system\n" + (system + "\n\n" if system is not None else "") + TOOLS_HEADER,
+            False,
+            False,
+        )
+        for tool in tools:
+            yield ("\n" + _dumps(tool), False, False)
+        yield (TOOLS_FOOTER, False, False)
+        yield special(IM_END)
+        yield ("\n", False, False)
+    elif system is not None:
+        yield special(IM_START)
+        yield ("system\n" + system, False, False)
+        yield special(IM_END)
+        yield ("\n", False, False)
+    for i, m in enumerate(messages):
+        role = m["role"]
+        if role == "user":
+            yield special(IM_START)
+            yield ("user\n" + m["content"], False, False)
+            yield special(IM_END)
+            yield ("\n", False, False)
+        elif role == "assistant":
+            yield special(IM_START)
+            yield ("assistant\n", False, False)
+            content = m.get("content") or ""
+            if content:
+                yield (content, False, True)
+            for k, call in enumerate(m.get("tool_calls") or []):
+                fn = call.get("function", call)
+                if content or k:
+                    yield ("\n", False, True)
+                yield special(TOOL_CALL, True)
+                args = fn["arguments"]
+                args_text = args if isinstance(args, str) else _dumps(args)
+                yield (f'\n{{"name": "{fn["name"]}", "arguments": {args_text}}}\n', False, True)
+                yield special(TOOL_CALL_END, True)
+            yield special(IM_END, True)
+            yield ("\n", False, False)
+        elif role == "tool":
+            if i == 0 or messages[i - 1]["role"] != "tool":
+                yield special(IM_START)
+                yield ("user", False, False)
+            yield ("\n", False, False)
+            yield special(TOOL_RESPONSE)
+            yield ("\n" + m["content"] + "\n", False, False)
+            yield special(TOOL_RESPONSE_END)
+            if i == len(messages) - 1 or messages[i + 1]["role"] != "tool":
+                yield special(IM_END)
+                yield ("\n", False, False)
+    if add_generation_prompt:
+        yield special(IM_START)
+        yield ("assistant\n", False, False)
+
+
+def render_text(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+) -> str:
+    """The conversation as text, exactly as CHAT_TEMPLATE writes it."""
+    return "".join(text for text, _, _ in _parts(messages, tools, add_generation_prompt))
+
+
+def render(
+    messages: Sequence[Mapping[str, Any]],
+    tokenizer: ChatTokenizer,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+) -> Rendered:
+    """Token ids and loss mask of a (validated) conversation. Text between two special tokens is
+    encoded run by run: a run changes only where training starts or stops, always right after a
+    newline, which both tokenizers split on."""
+    ids: list[int] = []
+    mask: list[bool] = []
+    run, run_trained = "", False
+
+    def flush() -> None:
+        nonlocal run
+        if run:
+            pieces = tokenizer.encode(run)
+            ids.extend(pieces)
+            mask.extend([run_trained] * len(pieces))
+            run = ""
+
+    for text, is_special, trained in _parts(messages, tools, add_generation_prompt):
+        if is_special:
+            flush()
+            ids.append(tokenizer.special_ids[text])
+            mask.append(trained)
+            continue
+        if trained != run_trained:
+            flush()
+            run_trained = trained
+        run += text
+    flush()
+    return Rendered(ids, mask)
+
+
+# ----------------------------------------------------------------------------- validation
+def _problem(where: str, message: str) -> DataError:
+    return DataError(f"{where}: {message}")
+
+
+def _normalize_call(call: Any, where: str) -> dict[str, Any]:
+    if not isinstance(call, Mapping):
+        raise _problem(where, "a tool call must be an object with a name and arguments")
+    fn = call.get("function", call)
+    if not isinstance(fn, Mapping):
+        raise _problem(where, "a tool call's 'function' must be an object")
+    name, args = fn.get("name"), fn.get("arguments", {})
+    if not isinstance(name, str) or not name or '"' in name:
+        raise _problem(where, f"a tool call needs a non-empty 'name' without quotes, got {name!r}")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError as e:
+            raise _problem(where, f"tool call {name!r}: arguments are not JSON ({e})") from e
+    if not isinstance(args, dict):
+        raise _problem(where, f"tool call {name!r}: arguments must be a JSON object")
+    return {"type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _check_text(value: Any, where: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise _problem(where, f"{what} must be a string, got {type(value).__name__}")
+    for name in NAMED_SPECIALS:
+        if name in value:
+            raise _problem(where, f"{what} contains the special token text {name!r}")
+    return value
+
+
+def normalize_conversation(record: Any, where: str) -> dict[str, Any]:
+    """A validated conversation {"messages": [...], "tools": [...]} in the canonical shape
+    (tool calls as OpenAI objects with parsed arguments), or a DataError naming `where` (file and
+    line) and the problem."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("messages"), list):
+        raise _problem(where, "each line must be a JSON object with a 'messages' list")
+    tools = record.get("tools") or None
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, Mapping) for t in tools)
+    ):
+        raise _problem(where, "'tools' must be a list of objects")
+    messages: list[dict[str, Any]] = []
+    pending_calls = 0
+    for i, m in enumerate(record["messages"]):
+        at = f"{where}: message {i + 1}"
+        if not isinstance(m, Mapping):
+            raise _problem(at, "a message must be an object with 'role' and 'content'")
+        role = m.get("role")
+        if role not in ROLES:
+            raise _problem(at, f"missing or unknown role {role!r} (expected one of {ROLES})")
+        if role == "system" and i != 0:
+            raise _problem(at, "a system message may only come first")
+        if role == "assistant":
+            calls = [_normalize_call(c, at) for c in (m.get("tool_calls") or [])]
+            content = _check_text(m.get("content") or "", at, "content")
+            if not content.strip() and not calls:
+                raise _problem(at, "empty assistant turn (no text and no tool calls)")
+            messages.append({"role": role, "content": content, "tool_calls": calls})
+            pending_calls = len(calls)
+            continue
+        content = _check_text(m.get("content"), at, "content")
+        if role == "tool":
+            if pending_calls == 0:
+                raise _problem(at, "tool result without a tool call before it")
+            pending_calls -= 1
+        else:
+            pending_calls = 0
+            if role == "user" and not content.strip():
+                raise _problem(at, "empty user message")
+        messages.append({"role": role, "content": content})
+    if not any(m["role"] == "assistant" for m in messages):
+        raise _problem(where, "no assistant turn: nothing to learn from")
+    out: dict[str, Any] = {"messages": messages}
+    if tools:
+        out["tools"] = [dict(t) for t in tools]
+    return out
+
+
+# ----------------------------------------------------------------------------- reading replies
+def parse_tool_calls(ids: Sequence[int], tokenizer: ChatTokenizer) -> list[ToolCall] | None:
+    """The tool calls in a generated assistant reply (ids up to, not including, <|im_end|>):
+    [] when it calls none, None when a call is malformed (unclosed, not JSON, no name, arguments
+    not an object)."""
+    start, end = tokenizer.special_ids[TOOL_CALL], tokenizer.special_ids[TOOL_CALL_END]
+    calls: list[ToolCall] = []
+    i = 0
+    while i < len(ids):
+        if ids[i] == end:
+            return None
+        if ids[i] != start:
+            i += 1
+            continue
+        try:
+            j = list(ids).index(end, i + 1)
+        except ValueError:
+            return None
+        try:
+            obj = json.loads(tokenizer.decode(ids[i + 1 : j]))
+        except ValueError:
+            return None
+        if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
+            return None
+        if not isinstance(obj["name"], str) or not isinstance(obj["arguments"], dict):
+            return None
+        calls.append(ToolCall(obj["name"], obj["arguments"]))
+        i = j + 1
+    return calls

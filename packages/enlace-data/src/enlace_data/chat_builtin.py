@@ -1,0 +1,282 @@
+"""A Spanish conversation set written for the project, generated from templates (no dataset copied).
+
+Five kinds, each with and without a system prompt, about half of them with the web-search tool
+offered:
+- greetings and thanks;
+- short factual answers (capitals, a few facts of science and language);
+- household questions (cleaning, cooking, small repairs);
+- questions that need current information (weather, results, prices, opening hours, news):
+  without a tool offered the assistant says it cannot know; with the tool offered it calls
+  `buscar_en_internet`, reads the result and answers citing the source.
+
+Held-out part: every fifth value of each slot list (a city, a country, a team...) and every fifth
+household question appear only in the validation split, so validation measures replies to
+prompts whose content was never trained on, not memorised lines.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations"]
+
+SEARCH_TOOL_NAME = "buscar_en_internet"  # enlace-agent's search tool (tools/search/tool.py)
+# A short spec of that tool: a smoke model's context is small.
+SEARCH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": SEARCH_TOOL_NAME,
+        "parameters": {
+            "type": "object",
+            "properties": {"consulta": {"type": "string"}},
+            "required": ["consulta"],
+        },
+    },
+}
+SYSTEMS = (
+    None,
+    None,
+    "Eres Enlace, un asistente familiar que habla español.",
+    "Eres Enlace. Responde de forma breve y amable.",
+)
+HELD_OUT_EVERY = 5
+
+CITIES = (
+    "Sevilla", "Madrid", "Valencia", "Bilbao", "Zaragoza", "Málaga", "Granada", "Oviedo",
+    "Murcia", "Salamanca", "Cádiz", "Toledo", "León", "Vigo", "Córdoba", "Burgos", "Almería",
+    "Girona", "Logroño", "Huelva",
+)  # fmt: skip
+TEAMS = (
+    "el Betis", "el Sevilla", "el Valencia", "el Athletic", "el Celta", "el Getafe", "el Osasuna",
+    "el Mallorca", "el Girona", "el Alavés",
+)  # fmt: skip
+PRODUCTS = (
+    "la gasolina", "el aceite de oliva", "la luz", "el pan", "los huevos", "el café",
+    "el butano", "la leche", "las naranjas", "el abono transporte",
+)  # fmt: skip
+PLACES = (
+    "la farmacia", "el ayuntamiento", "la biblioteca", "el mercado", "la oficina de correos",
+    "el centro de salud", "la piscina municipal", "el museo",
+)  # fmt: skip
+NEWS = (
+    "las elecciones", "la huelga de transporte", "el precio de la vivienda", "la sequía",
+    "los incendios", "la liga de fútbol", "el festival de cine", "las pensiones",
+)  # fmt: skip
+COUNTRIES = (
+    ("Francia", "París"), ("Italia", "Roma"), ("Portugal", "Lisboa"), ("Alemania", "Berlín"),
+    ("México", "Ciudad de México"), ("Argentina", "Buenos Aires"), ("Perú", "Lima"),
+    ("Chile", "Santiago"), ("Colombia", "Bogotá"), ("Japón", "Tokio"), ("Egipto", "El Cairo"),
+    ("Grecia", "Atenas"), ("Noruega", "Oslo"), ("Cuba", "La Habana"), ("Marruecos", "Rabat"),
+    ("Polonia", "Varsovia"), ("Irlanda", "Dublín"), ("Uruguay", "Montevideo"),
+    ("Canadá", "Ottawa"), ("Suecia", "Estocolmo"),
+)  # fmt: skip
+FACTS = (
+    ("¿Cuántos días tiene un año bisiesto?", "Un año bisiesto tiene 366 días."),
+    ("¿A qué temperatura hierve el agua?", "Al nivel del mar, el agua hierve a 100 grados."),
+    ("¿Cuántas patas tiene una araña?", "Una araña tiene ocho patas."),
+    ("¿Qué planeta está más cerca del Sol?", "Mercurio es el planeta más cerca del Sol."),
+    ("¿Cuántas letras tiene el abecedario español?", "El abecedario español tiene 27 letras."),
+    ("¿Quién escribió el Quijote?", "El Quijote lo escribió Miguel de Cervantes."),
+    ("¿Cuántos minutos tiene una hora?", "Una hora tiene 60 minutos."),
+    ("¿De qué color es la clorofila?", "La clorofila es verde."),
+    ("¿Cuál es el océano más grande?", "El océano más grande es el Pacífico."),
+    ("¿Cuántos lados tiene un hexágono?", "Un hexágono tiene seis lados."),
+)  # fmt: skip
+HOUSEHOLD = (
+    ("¿Cómo quito una mancha de vino de un mantel?",
+     "Echa sal enseguida, aclara con agua fría y lava con un poco de jabón."),
+    ("¿Cómo limpio el horno sin productos fuertes?",
+     "Haz una pasta de bicarbonato y agua, déjala una noche y retírala con un paño húmedo."),
+    ("¿Cuánto tiempo cuezo un huevo duro?", "Unos diez minutos desde que el agua hierve."),
+    ("¿Cómo evito que el arroz se pegue?",
+     "Lava el arroz antes, usa la cantidad justa de agua y no lo remuevas mientras se hace."),
+    ("¿Cómo desatasco un fregadero?",
+     "Prueba con agua muy caliente y un desatascador; si sigue, limpia el sifón."),
+    ("¿Cada cuánto debo regar un cactus?",
+     "Poco: cada dos o tres semanas en verano y casi nada en invierno."),
+    ("¿Cómo quito la cal del grifo?",
+     "Envuelve el grifo con un paño empapado en vinagre una hora y frota después."),
+    ("¿Cómo conservo el pan para que no se ponga duro?",
+     "Guárdalo en una bolsa de tela; para varios días, mejor congelado en rebanadas."),
+    ("¿Cómo cambio una bombilla con seguridad?",
+     "Apaga el interruptor, espera a que se enfríe y enrosca la nueva sin forzarla."),
+    ("¿Cómo quito el olor de la nevera?",
+     "Limpia con agua y bicarbonato y deja dentro un vaso con bicarbonato."),
+    ("¿Cómo hago una tortilla de patatas?",
+     "Fríe patata y cebolla a fuego lento, mézclalas con huevo batido y cuaja por los dos lados."),
+    ("¿Cómo lavo una almohada?",
+     "Casi todas van a la lavadora con agua templada; sécala bien para que no coja humedad."),
+    ("¿Cómo ahorro luz en casa?",
+     "Usa bombillas LED, pon lavadoras llenas y apaga los aparatos en espera."),
+    ("¿Cómo quito el óxido de un cuchillo?",
+     "Frótalo con medio limón y sal, acláralo y sécalo enseguida."),
+    ("¿Cómo hago que duren más las flores cortadas?",
+     "Corta los tallos en diagonal y cambia el agua cada dos días."),
+)  # fmt: skip
+GREETINGS = (
+    "Hola", "Buenos días", "Buenas tardes", "Buenas noches", "¡Hola, Enlace!", "¿Qué tal?",
+    "Hola, ¿cómo estás?", "Buenas", "Hola, ¿me ayudas?", "Hola de nuevo",
+)  # fmt: skip
+GREETING_REPLIES = (
+    "¡Hola! ¿En qué puedo ayudarte?",
+    "¡Hola! Aquí estoy. ¿Qué necesitas?",
+    "¡Buenas! Dime en qué te ayudo.",
+    "¡Hola! Muy bien, gracias. ¿Qué te hace falta?",
+)
+THANKS = ("Gracias", "Muchas gracias", "Gracias, eso es todo", "Vale, gracias")
+THANKS_REPLIES = ("¡De nada! Aquí estoy para lo que necesites.", "¡A ti! Que tengas un buen día.")
+SOURCES = (
+    ("aemet.es", "AEMET"), ("elpais.com", "El País"), ("rtve.es", "RTVE"),
+    ("elmundo.es", "El Mundo"), ("20minutos.es", "20minutos"), ("europapress.es", "Europa Press"),
+)  # fmt: skip
+WEATHER = ("soleado", "nublado", "con lluvia", "con viento", "con tormentas")
+DAYS = ("hoy", "mañana", "este fin de semana")
+
+
+def _split(values: tuple[Any, ...], val: bool) -> list[Any]:
+    """Every HELD_OUT_EVERY-th value (1-based) belongs to validation only."""
+    return [v for i, v in enumerate(values) if ((i + 1) % HELD_OUT_EVERY == 0) == val]
+
+
+def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
+    """(question, search query, the fact a search result would state)."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        city, day = rng.choice(_split(CITIES, val)), rng.choice(DAYS)
+        sky, t = rng.choice(WEATHER), rng.randint(8, 38)
+        q = rng.choice(
+            (f"¿Qué tiempo hará {day} en {city}?", f"¿Va a llover {day} en {city}?",
+             f"¿Qué temperatura hace {day} en {city}?")
+        )  # fmt: skip
+        return (
+            q,
+            f"tiempo {city}",
+            f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados.",
+        )
+    if kind == 1:
+        team = rng.choice(_split(TEAMS, val))
+        a, b = rng.randint(0, 4), rng.randint(0, 4)
+        q = rng.choice((f"¿Cómo quedó {team} ayer?", f"¿Ganó {team} su último partido?"))
+        return (
+            q,
+            team.removeprefix("el "),
+            f"El último partido de {team} acabó {a}-{b}.",
+        )
+    if kind == 2:
+        product = rng.choice(_split(PRODUCTS, val))
+        price = f"{rng.randint(1, 9)},{rng.randint(0, 99):02d}"
+        q = rng.choice(
+            (f"¿A cuánto está hoy {product}?", f"¿Cuál es el precio actual de {product}?")
+        )
+        return q, f"precio {product}", f"El precio medio de {product} es hoy {price} euros."
+    if kind == 3:
+        place, city = rng.choice(_split(PLACES, val)), rng.choice(_split(CITIES, val))
+        o, c = rng.randint(8, 10), rng.randint(14, 21)
+        q = f"¿A qué hora abre {place} de {city} hoy?"
+        return (
+            q,
+            f"horario {place.split()[-1]} {city}",
+            f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00.",
+        )
+    topic = rng.choice(_split(NEWS, val))
+    q = rng.choice(
+        (f"¿Qué se sabe hoy de {topic}?", f"¿Cuáles son las últimas noticias sobre {topic}?")
+    )
+    return q, f"noticias {topic}", f"Hoy se informa de novedades sobre {topic} en toda España."
+
+
+def _search_turns(rng: random.Random, question: str, query: str, fact: str) -> list[dict[str, Any]]:
+    domain, name = rng.choice(SOURCES)
+    result = (
+        f"Resultados para «{query}»:\n[1] {name} — https://www.{domain}/\n    {fact}\n"
+        "(fuente: duckduckgo)"
+    )
+    call = {
+        "type": "function",
+        "function": {"name": SEARCH_TOOL_NAME, "arguments": {"consulta": query}},
+    }
+    answer = rng.choice(
+        (f"Según {name} ({domain}): {fact}", f"He buscado y, según {domain}: {fact}")
+    )
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": result},
+        {"role": "assistant", "content": answer},
+    ]
+
+
+def _refusal_turns(rng: random.Random, question: str) -> list[dict[str, Any]]:
+    reply = rng.choice(
+        (
+            "No tengo acceso a información actualizada, así que no puedo saberlo. "
+            "Te recomiendo consultarlo en una fuente fiable.",
+            "Lo siento, no puedo consultar datos de hoy: no tengo conexión a internet.",
+        )
+    )
+    return [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
+
+
+def _plain(rng: random.Random, val: bool) -> list[dict[str, Any]]:
+    kind = rng.randrange(3)
+    if kind == 0:
+        turns = [
+            {"role": "user", "content": rng.choice(GREETINGS)},
+            {"role": "assistant", "content": rng.choice(GREETING_REPLIES)},
+        ]
+        if rng.random() < 0.3:
+            turns += [
+                {"role": "user", "content": rng.choice(THANKS)},
+                {"role": "assistant", "content": rng.choice(THANKS_REPLIES)},
+            ]
+        return turns
+    if kind == 1:
+        if rng.random() < 0.6:
+            country, capital = rng.choice(_split(COUNTRIES, val))
+            q = rng.choice(
+                (f"¿Cuál es la capital de {country}?", f"Dime la capital de {country}.",
+                 f"¿Cómo se llama la capital de {country}?")
+            )  # fmt: skip
+            return [
+                {"role": "user", "content": q},
+                {"role": "assistant", "content": f"La capital de {country} es {capital}."},
+            ]
+        q, a = rng.choice(_split(FACTS, val))
+        return [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    q, a = rng.choice(_split(HOUSEHOLD, val))
+    return [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+
+
+def builtin_conversations(split: str, n: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """n conversations of the train or val split ({"messages", optional "tools"}), the same for
+    the same (split, n, seed)."""
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    val = split == "val"
+    rng = random.Random(f"enlace-chat-builtin:{split}:{seed}")
+    out: list[dict[str, Any]] = []
+    kinds: tuple[Callable[[], list[dict[str, Any]]], ...] = (
+        lambda: _plain(rng, val),
+        lambda: _plain(rng, val),
+        lambda: [],  # a question needing current information (half of them)
+        lambda: [],
+    )
+    for _ in range(n):
+        with_tools = rng.random() < 0.5
+        turns = rng.choice(kinds)()
+        if not turns:
+            question, query, fact = _search_question(rng, val)
+            turns = (
+                _search_turns(rng, question, query, fact)
+                if with_tools
+                else _refusal_turns(rng, question)
+            )
+        system = rng.choice(SYSTEMS)
+        messages = ([{"role": "system", "content": system}] if system else []) + turns
+        conv: dict[str, Any] = {"messages": messages}
+        if with_tools:
+            conv["tools"] = [SEARCH_TOOL]
+        out.append(conv)
+    return out

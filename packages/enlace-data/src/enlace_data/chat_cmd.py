@@ -1,0 +1,155 @@
+"""`enlace-data chat SOURCE OUT_DIR`: write a chat data directory (train.jsonl, val.jsonl).
+
+SOURCE is a local .jsonl/.parquet file or a directory of them, a Hugging Face Hub dataset id
+(`owner/name`, downloaded with huggingface_hub: run it where the internet is, e.g. the GPU box), or
+`builtin` (the Spanish set built into enlace-data). Each record must hold an OpenAI-style
+`messages` list, or ShareGPT's `conversations` list of {from, value} (human/gpt/system), which is
+mapped to it. Invalid records are skipped and counted (the first few reasons are printed);
+`--strict` stops at the first one instead. The val split is a deterministic share of the records,
+chosen by a hash of each record, so re-running gives the same split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from enlace_data.errors import DataError
+
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "system": "system", "tool": "tool"}  # fmt: skip
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "chat",
+        help="write a chat data directory from local files, a Hub dataset or the built-in set",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", help="FILE.jsonl | FILE.parquet | DIR | owner/name (Hub) | builtin")
+    p.add_argument("out_dir", help="where train.jsonl and val.jsonl are written")
+    p.add_argument("--val-fraction", type=float, default=0.02, help="share of records for val")
+    p.add_argument("--builtin-size", type=int, default=4000, help="builtin: train conversations")
+    p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
+    p.set_defaults(func=run)
+
+
+def _files(source: str) -> list[Path]:
+    path = Path(source)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        found = sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".parquet"))
+        if not found:
+            raise DataError("no .jsonl or .parquet files in this directory", path=path)
+        return found
+    if source.count("/") == 1 and not source.startswith((".", "/")):
+        try:
+            from huggingface_hub import snapshot_download  # type: ignore[import-not-found]
+        except ImportError as e:
+            raise DataError(
+                f"{source!r} is not a local file or directory, and downloading it from the Hub "
+                "needs huggingface_hub (`uv pip install huggingface_hub`)"
+            ) from e
+        local = snapshot_download(
+            source, repo_type="dataset", allow_patterns=["*.jsonl", "*.parquet"]
+        )
+        return _files(local)
+    raise DataError(f"{source!r}: no such file or directory (nor a Hub id owner/name)")
+
+
+def _records(files: list[Path]) -> Iterator[tuple[Any, str]]:
+    for f in files:
+        if f.suffix == ".parquet":
+            try:
+                import pyarrow.parquet as pq  # type: ignore[import-not-found]
+            except ImportError as e:
+                raise DataError(
+                    "reading parquet needs pyarrow (`uv pip install pyarrow`)", path=f
+                ) from e
+            for i, row in enumerate(pq.read_table(f).to_pylist()):
+                yield row, f"{f}: row {i + 1}"
+            continue
+        with open(f, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        yield json.loads(line), f"{f}: line {n}"
+                    except ValueError as e:
+                        yield DataError(f"{f}: line {n}: not JSON ({e})"), f"{f}: line {n}"
+
+
+def _as_messages(record: Any) -> Any:
+    """OpenAI `messages` as they are; ShareGPT `conversations` mapped to them."""
+    if (
+        isinstance(record, dict)
+        and "messages" not in record
+        and isinstance(record.get("conversations"), list)
+    ):
+        turns = [
+            {
+                "role": SHAREGPT_ROLES.get(str(t.get("from")), str(t.get("from"))),
+                "content": t.get("value"),
+            }
+            for t in record["conversations"]
+            if isinstance(t, dict)
+        ]
+        return {"messages": turns}
+    return record
+
+
+def run(args: argparse.Namespace) -> int:
+    from enlace_data.chat import normalize_conversation
+
+    if not 0 < args.val_fraction < 1:
+        raise DataError(f"--val-fraction must be between 0 and 1, got {args.val_fraction}")
+    out = Path(args.out_dir)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    if args.source == "builtin":
+        from enlace_data.chat_builtin import builtin_conversations
+
+        splits["train"] = builtin_conversations("train", args.builtin_size)
+        splits["val"] = builtin_conversations("val", max(1, args.builtin_size // 10))
+        skipped, reasons = 0, []
+    else:
+        skipped, reasons = 0, []
+        for record, where in _records(_files(args.source)):
+            try:
+                if isinstance(record, DataError):
+                    raise record
+                conv = normalize_conversation(_as_messages(record), where)
+            except DataError as e:
+                if args.strict:
+                    raise
+                skipped += 1
+                if len(reasons) < 5:
+                    reasons.append(str(e))
+                continue
+            line = json.dumps(conv, ensure_ascii=False, sort_keys=True)
+            h = int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
+            splits["val" if h / 2**64 < args.val_fraction else "train"].append(conv)
+    if not splits["train"] or not splits["val"]:
+        raise DataError(
+            f"too few valid conversations for a train and a val split ({len(splits['train'])} "
+            f"train, {len(splits['val'])} val, {skipped} skipped): {'; '.join(reasons)}"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    for split, convs in splits.items():
+        tmp = out / f".{split}.jsonl.tmp-{os.getpid()}"
+        tmp.write_text(
+            "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs), encoding="utf-8"
+        )
+        os.replace(tmp, out / f"{split}.jsonl")
+    print(
+        f"wrote {out}/train.jsonl ({len(splits['train'])} conversations) and val.jsonl "
+        f"({len(splits['val'])}); skipped {skipped} invalid"
+    )
+    for reason in reasons:
+        print(f"  skipped: {reason}")
+    return 0

@@ -1,0 +1,402 @@
+"""Conversations for supervised fine-tuning: reading, validation, rendering and an exactly
+resumable loader of packed rows.
+
+Files
+    A chat data directory holds train.jsonl and val.jsonl (or .parquet, read with pyarrow when it is
+    installed): one conversation per line, {"messages": [{"role", "content", "tool_calls"?}],
+    "tools"?: [...]}, the OpenAI shape most instruction sets on the Hugging Face Hub publish. Every
+    line is validated (chat.normalize_conversation); an error names the file, the line and the
+    problem. Without the directory and with data.fallback=builtin, the built-in Spanish set is used.
+
+Rows
+    Each conversation is rendered (chat.render) to ids and a loss mask; its example is inputs
+    ids[:-1] and targets ids[1:], a target being -1 unless the assistant produced it. A conversation
+    whose example is longer than data.context_length is cut to fit (overflow=truncate) or left out
+    (overflow=drop), and counted. Rows of context_length positions are packed greedily with whole
+    conversations in stream order; each position carries its conversation's segment id, and the
+    model attends only within a segment (a block-diagonal causal mask), so no conversation sees
+    another. The rest of a row is padding: input <|endoftext|>, target -1, a segment of its own.
+
+Order and state
+    Training reads the conversations epoch after epoch, each epoch in a permutation keyed by
+    (seed, epoch); rows are packed from that stream, and each step takes the next W*B rows (rank r
+    its r-th block of B). The state is the number of conversations consumed, with the dataset's
+    fingerprint, the seed and the context length; `load_state_dict` refuses another dataset.
+    Validation reads the val split once, in file order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from enlace_config.schema.data import DataConfig
+
+from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.chat import ChatTokenizer, normalize_conversation, render
+from enlace_data.errors import DataError
+
+Split = Literal["train", "val"]
+STATE_FORMAT = 1
+IntArray = np.ndarray[Any, np.dtype[np.int64]]
+ChatBatch = tuple[IntArray, IntArray, IntArray]
+
+
+def chat_tokenizer(cfg: DataConfig) -> Any:
+    """The tokenizer a chat run renders with: data.tokenizer 'bytes' or a tokenizer directory."""
+    if cfg.tokenizer == "bytes":
+        return ByteTokenizer()
+    from enlace_data.tokenizer import load_tokenizer
+
+    return load_tokenizer(cfg.tokenizer)
+
+
+# ----------------------------------------------------------------------------- reading
+def read_conversations(path: Path) -> list[dict[str, Any]]:
+    """The validated conversations of a .jsonl (or .parquet) file."""
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq  # type: ignore[import-not-found]
+        except ImportError as e:
+            raise DataError(
+                "reading parquet needs pyarrow (`uv pip install pyarrow`), or convert the file "
+                "to JSONL",
+                path=path,
+            ) from e
+        rows = pq.read_table(path).to_pylist()
+        return [normalize_conversation(r, f"{path}: row {i + 1}") for i, r in enumerate(rows)]
+    out: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError as e:
+                    raise DataError(f"{path}: line {n}: not JSON ({e})") from e
+                out.append(normalize_conversation(record, f"{path}: line {n}"))
+    except OSError as e:
+        raise DataError(f"cannot read ({e.strerror})", path=path) from e
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 text ({e})", path=path) from e
+    return out
+
+
+def _split_file(root: Path, split: Split) -> Path:
+    for suffix in (".jsonl", ".parquet"):
+        f = root / f"{split}{suffix}"
+        if f.is_file():
+            return f
+    raise DataError(
+        f"missing {split}.jsonl: a chat data directory holds train.jsonl and val.jsonl "
+        "(`enlace-data chat` writes them)",
+        path=root,
+    )
+
+
+def load_split(cfg: DataConfig, split: Split) -> tuple[list[dict[str, Any]], str]:
+    """The conversations of a split and what they are (for the log)."""
+    root = Path(cfg.path)
+    if not root.exists() and cfg.fallback == "builtin":
+        from enlace_data.chat_builtin import builtin_conversations
+
+        n = (
+            cfg.builtin_conversations
+            if split == "train"
+            else max(1, cfg.builtin_conversations // 10)
+        )
+        convs = [normalize_conversation(c, "built-in set") for c in builtin_conversations(split, n)]
+        return convs, f"built-in conversation set ({split})"
+    if not root.is_dir():
+        raise DataError(
+            "data.path is not a directory of conversations (train.jsonl, val.jsonl); write one "
+            "with `enlace-data chat`, or set data.fallback=builtin for the built-in set",
+            path=root,
+        )
+    f = _split_file(root, split)
+    convs = read_conversations(f)
+    if not convs:
+        raise DataError("no conversations in this file", path=f)
+    return convs, f"conversations {f}"
+
+
+# ----------------------------------------------------------------------------- rendering
+@dataclass
+class ChatExamples:
+    """Rendered examples of one split: inputs and targets (-1 where not trained) per conversation."""
+
+    inputs: list[IntArray]
+    targets: list[IntArray]
+    truncated: int
+    dropped: int
+    description: str
+    fingerprint: str
+    bytes_per_token: float
+
+
+def render_examples(
+    convs: list[dict[str, Any]],
+    tokenizer: ChatTokenizer,
+    *,
+    context_length: int,
+    overflow: str,
+    description: str,
+) -> ChatExamples:
+    inputs: list[IntArray] = []
+    targets: list[IntArray] = []
+    truncated = dropped = 0
+    h = hashlib.sha256(f"chat:{getattr(tokenizer, 'tokenizer_id', '?')}:{context_length}".encode())
+    text_bytes = tokens = 0
+    for conv in convs:
+        r = render(conv["messages"], tokenizer, tools=conv.get("tools"))
+        ids = np.asarray(r.ids, dtype=np.int64)
+        tgt = np.where(np.asarray(r.mask[1:], dtype=bool), ids[1:], -1)
+        x = ids[:-1]
+        if len(x) > context_length:
+            if overflow == "drop":
+                dropped += 1
+                continue
+            truncated += 1
+            x, tgt = x[:context_length], tgt[:context_length]
+        if not (tgt >= 0).any():
+            dropped += 1  # nothing left to learn (the assistant's turn was cut off)
+            continue
+        inputs.append(x)
+        targets.append(tgt)
+        h.update(ids.tobytes())
+        h.update(np.asarray(r.mask, dtype=np.uint8).tobytes())
+        tokens += len(ids)
+        text_bytes += len(tokenizer.decode(r.ids).encode("utf-8"))
+    if not inputs:
+        raise DataError(
+            f"{description}: no conversation fits data.context_length={context_length} "
+            f"({dropped} dropped); raise it or set data.overflow=truncate"
+        )
+    return ChatExamples(
+        inputs,
+        targets,
+        truncated,
+        dropped,
+        f"{description}: {len(inputs)} conversations, {tokens} tokens"
+        + (f", {truncated} truncated" if truncated else "")
+        + (f", {dropped} dropped (overflow={overflow})" if dropped else ""),
+        h.hexdigest()[:32],
+        text_bytes / max(tokens, 1),
+    )
+
+
+# ----------------------------------------------------------------------------- the loader
+class ChatLoader:
+    """Iterator of (inputs, targets, segments) int64 arrays of shape (micro_batch_size, T)."""
+
+    def __init__(
+        self,
+        examples: ChatExamples,
+        *,
+        split: Split,
+        context_length: int,
+        micro_batch_size: int,
+        seed: int,
+        pad_id: int,
+        vocab_size: int,
+        tokenizer_id: str,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if world_size <= 0 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
+            )
+        self._ex = examples
+        self.split: Split = split
+        self.context_length = context_length
+        self.micro_batch_size = micro_batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.pad_id = pad_id
+        self.samples_consumed = 0  # conversations, all ranks together
+        self.description = examples.description
+        self.bytes_per_token = examples.bytes_per_token
+        self.vocab_size = vocab_size
+        self.tokenizer_id = tokenizer_id
+        self._order: tuple[int, IntArray] | None = None
+
+    @property
+    def conversations(self) -> int:
+        return len(self._ex.inputs)
+
+    def _conversation(self, position: int) -> int:
+        n = self.conversations
+        if self.split == "val":
+            return position % n
+        epoch = position // n
+        if self._order is None or self._order[0] != epoch:
+            rng = np.random.default_rng([self.seed, epoch, 0x43686174])
+            self._order = (epoch, rng.permutation(n).astype(np.int64))
+        return int(self._order[1][position % n])
+
+    def _rows(self, count: int, position: int) -> tuple[list[list[int]], int]:
+        """`count` rows (each a list of conversation ids) packed from stream `position` on."""
+        rows: list[list[int]] = []
+        T = self.context_length
+        while len(rows) < count:
+            row: list[int] = []
+            used = 0
+            while True:
+                if self.split == "val" and position >= self.conversations:
+                    break
+                c = self._conversation(position)
+                n = len(self._ex.inputs[c])
+                if used + n > T:
+                    break
+                row.append(c)
+                used += n
+                position += 1
+            rows.append(row)
+        return rows, position
+
+    def _assemble(self, rows: list[list[int]]) -> ChatBatch:
+        B, T = len(rows), self.context_length
+        x = np.full((B, T), self.pad_id, dtype=np.int64)
+        y = np.full((B, T), -1, dtype=np.int64)
+        seg = np.empty((B, T), dtype=np.int64)
+        for i, row in enumerate(rows):
+            at = 0
+            for s, c in enumerate(row):
+                n = len(self._ex.inputs[c])
+                x[i, at : at + n] = self._ex.inputs[c]
+                y[i, at : at + n] = self._ex.targets[c]
+                seg[i, at : at + n] = s
+                at += n
+            seg[i, at:] = len(row)  # padding: a segment of its own
+        return x, y, seg
+
+    def __iter__(self) -> Iterator[ChatBatch]:
+        return self
+
+    def __next__(self) -> ChatBatch:
+        B, W = self.micro_batch_size, self.world_size
+        if self.split == "val" and self.samples_consumed >= self.conversations:
+            raise StopIteration
+        rows, end = self._rows(W * B, self.samples_consumed)
+        self.samples_consumed = end
+        return self._assemble(rows[self.rank * B : (self.rank + 1) * B])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "kind": "chat",
+            "split": self.split,
+            "dataset": self._ex.fingerprint,
+            "dataset_summary": self.description,
+            "seed": self.seed,
+            "context_length": self.context_length,
+            "samples_consumed": self.samples_consumed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly where the saved loader stopped; refuse a state from other data."""
+        mine = self.state_dict()
+        problems = [
+            f"{key} was {state.get(key)!r}, now {mine[key]!r}"
+            for key in ("format", "kind", "split", "seed", "context_length")
+            if not isinstance(state, dict) or state.get(key) != mine[key]
+        ]
+        if isinstance(state, dict) and state.get("dataset") != mine["dataset"]:
+            problems.append(
+                f"the state was saved on other data ({state.get('dataset_summary')!r}); this "
+                f"loader reads {self.description!r}"
+            )
+        consumed = state.get("samples_consumed") if isinstance(state, dict) else None
+        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
+            problems.append(f"samples_consumed must be a non-negative integer, got {consumed!r}")
+        if problems:
+            raise DataError(
+                "refusing to resume the chat loader from a state that does not match it: "
+                + "; ".join(problems)
+                + ". Resume with the same data and settings, or start a new run."
+            )
+        assert isinstance(consumed, int)
+        self.samples_consumed = consumed
+
+    def close(self) -> None:
+        """Nothing to release: the examples live in memory."""
+
+    def __repr__(self) -> str:
+        return (
+            f"ChatLoader({self.description!r}, split={self.split}, B={self.micro_batch_size}, "
+            f"T={self.context_length}, rank={self.rank}/{self.world_size}, "
+            f"samples_consumed={self.samples_consumed})"
+        )
+
+
+def build_chat_loader(
+    cfg: DataConfig,
+    *,
+    split: Split,
+    micro_batch_size: int,
+    seed: int,
+    rank: int = 0,
+    world_size: int = 1,
+    vocab_size: int | None = None,
+) -> ChatLoader:
+    tokenizer = chat_tokenizer(cfg)
+    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
+        raise DataError(
+            f"the chat tokenizer ({tokenizer!r}) has {tokenizer.vocab_size} ids but "
+            f"model.vocab_size is {vocab_size}"
+        )
+    convs, what = load_split(cfg, split)
+    examples = render_examples(
+        convs,
+        tokenizer,
+        context_length=cfg.context_length,
+        overflow=cfg.overflow,
+        description=what,
+    )
+    return ChatLoader(
+        examples,
+        split=split,
+        context_length=cfg.context_length,
+        micro_batch_size=micro_batch_size,
+        seed=seed,
+        pad_id=tokenizer.eot_id,
+        vocab_size=tokenizer.vocab_size,
+        tokenizer_id=tokenizer.tokenizer_id,
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+def chat_eval_batches(
+    cfg: DataConfig,
+    *,
+    micro_batch_size: int,
+    rank: int = 0,
+    world_size: int = 1,
+    vocab_size: int | None = None,
+) -> list[ChatBatch]:
+    """Up to data.eval_batches validation micro-batches for this rank (the val split's first rows,
+    in file order), identical on every call."""
+    loader = build_chat_loader(
+        cfg,
+        split="val",
+        micro_batch_size=micro_batch_size,
+        seed=0,
+        rank=rank,
+        world_size=world_size,
+        vocab_size=vocab_size,
+    )
+    out = []
+    for batch in loader:
+        out.append(batch)
+        if len(out) == cfg.eval_batches:
+            break
+    return out

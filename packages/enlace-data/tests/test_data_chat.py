@@ -1,0 +1,256 @@
+"""The chat format (rendering, loss mask, validation, tool-call parsing), the built-in set and the
+chat loader (packing without cross-attention, overflow, exact resume, validation split)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from enlace_config.schema.data import DataConfig
+from enlace_data import DataError
+from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.chat import normalize_conversation, parse_tool_calls, render, render_text
+from enlace_data.chat_builtin import SEARCH_TOOL_NAME, builtin_conversations
+from enlace_data.loader import build_loader, eval_batches
+from enlace_data.special_tokens import IM_END, IM_START, TOOL_CALL, TOOL_CALL_END
+
+TOK = ByteTokenizer()
+TOOLS = [{"type": "function", "function": {"name": "buscar", "parameters": {"type": "object"}}}]
+
+
+def _conv(**extra: Any) -> dict[str, Any]:
+    call = {"type": "function", "function": {"name": "buscar", "arguments": '{"q": "¿año?"}'}}
+    return {
+        "messages": [
+            {"role": "system", "content": "Sé breve."},
+            {"role": "user", "content": "Hola"},
+            {"role": "assistant", "content": "Busco.", "tool_calls": [call]},
+            {"role": "tool", "content": "2026"},
+            {"role": "assistant", "content": "Es 2026."},
+        ],
+        "tools": TOOLS,
+        **extra,
+    }
+
+
+def test_byte_tokenizer_specials_are_single_ids_never_made_from_text() -> None:
+    ids = TOK.special_ids
+    assert sorted(ids.values()) == list(range(256, TOK.vocab_size))
+    assert TOK.encode(IM_END) == list(IM_END.encode())  # typed text stays text
+    assert TOK.decode([ids[IM_START], *TOK.encode("hola"), ids[IM_END]]) == "hola"
+
+
+def test_render_mask_trains_only_assistant_output() -> None:
+    conv = normalize_conversation(_conv(), "t")
+    r = render(conv["messages"], TOK, tools=conv["tools"])
+    trained = [i for i, m in zip(r.ids, r.mask, strict=True) if m]
+    s = TOK.special_ids
+    # Assistant text, the tool call between its markers, and each turn's <|im_end|>; nothing else.
+    expected = [
+        *TOK.encode("Busco.\n"),
+        s[TOOL_CALL],
+        *TOK.encode('\n{"name": "buscar", "arguments": {"q": "¿año?"}}\n'),
+        s[TOOL_CALL_END],
+        s[IM_END],
+        *TOK.encode("Es 2026."),
+        s[IM_END],
+    ]
+    assert trained == expected
+    assert TOK.decode(r.ids) == render_text(conv["messages"], tools=conv["tools"]).replace(
+        IM_START, ""
+    ).replace(IM_END, "").replace(TOOL_CALL_END, "").replace(TOOL_CALL, "").replace(
+        "<tool_response>", ""
+    ).replace("</tool_response>", "")
+
+
+def test_generation_prompt_ends_with_the_assistant_header() -> None:
+    msgs = [{"role": "user", "content": "Hola"}]
+    assert render_text(msgs, add_generation_prompt=True).endswith(
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert not any(render(msgs, TOK, add_generation_prompt=True).mask)
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"messages": [{"content": "hola"}]}, "missing or unknown role"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": " "}]}, "empty assistant"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "r"}]}, "tool result without a tool call"),
+        ({"messages": [{"role": "user", "content": "a"}]}, "no assistant turn"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "s"}]}, "only come first"),
+        ({"messages": [{"role": "user", "content": "a <|im_end|>"}, {"role": "assistant", "content": "b"}]}, "special token"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [{"function": {"name": "x", "arguments": "{"}}]}]}, "not JSON"),
+        ({"text": "hola"}, "'messages' list"),
+    ],
+)  # fmt: skip
+def test_validation_names_the_problem(record: dict[str, Any], problem: str) -> None:
+    with pytest.raises(DataError, match=problem):
+        normalize_conversation(record, "f.jsonl: line 3")
+
+
+def test_file_errors_name_file_and_line(tmp_path: Path) -> None:
+    root = tmp_path / "chat"
+    root.mkdir()
+    good = json.dumps(_conv(), ensure_ascii=False)
+    (root / "train.jsonl").write_text(f'{good}\n{good}\n{{"messages": [{{"role": "bot"}}]}}\n')
+    (root / "val.jsonl").write_text(good + "\n")
+    cfg = DataConfig(kind="chat", path=str(root), context_length=512)
+    with pytest.raises(
+        DataError, match=r"train\.jsonl: line 3: message 1: missing or unknown role"
+    ):
+        build_loader(cfg, micro_batch_size=2, seed=0)
+
+
+def test_parse_tool_calls() -> None:
+    s = TOK.special_ids
+    good = [
+        s[TOOL_CALL],
+        *TOK.encode('{"name": "buscar", "arguments": {"q": "ñ"}}'),
+        s[TOOL_CALL_END],
+    ]
+    calls = parse_tool_calls(good, TOK)
+    assert calls is not None and calls[0].name == "buscar" and calls[0].arguments == {"q": "ñ"}
+    assert parse_tool_calls(TOK.encode("sin llamada"), TOK) == []
+    assert parse_tool_calls(good[:-1], TOK) is None  # unclosed
+    assert (
+        parse_tool_calls([s[TOOL_CALL], *TOK.encode('{"name": 1}'), s[TOOL_CALL_END]], TOK) is None
+    )
+
+
+def test_builtin_set_is_valid_varied_and_held_out() -> None:
+    train = builtin_conversations("train", 600)
+    val = builtin_conversations("val", 200)
+    assert builtin_conversations("val", 200) == val  # deterministic
+    for c in train + val:
+        normalize_conversation(c, "built-in")
+    users = lambda cs: {m["content"] for c in cs for m in c["messages"] if m["role"] == "user"}  # noqa: E731
+    calls = [c for c in val if any(m.get("tool_calls") for m in c["messages"])]
+    assert calls and all(
+        m["tool_calls"][0]["function"]["name"] == SEARCH_TOOL_NAME
+        for c in calls
+        for m in c["messages"]
+        if m.get("tool_calls")
+    )
+    # Search questions and capitals of the val split name held-out cities/countries/teams...
+    unseen = users(val) - users(train)
+    assert len(unseen) > len(users(val)) // 3
+
+
+def _chat_cfg(tmp_path: Path, n: int, **kw: Any) -> DataConfig:
+    root = tmp_path / "chat"
+    root.mkdir(exist_ok=True)
+    for split, count in (("train", n), ("val", 7)):
+        convs = builtin_conversations(split, count, seed=3)
+        (root / f"{split}.jsonl").write_text(
+            "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs)
+        )
+    return DataConfig(
+        kind="chat", path=str(root), context_length=kw.pop("T", 900), eval_batches=2, **kw
+    )
+
+
+def test_packing_keeps_conversations_apart(tmp_path: Path) -> None:
+    cfg = _chat_cfg(tmp_path, 40)
+    loader = build_loader(cfg, micro_batch_size=3, seed=1)
+    starts = TOK.special_ids[IM_START]
+    for _ in range(5):
+        x, y, seg = next(loader)
+        assert x.shape == y.shape == seg.shape == (3, 900)
+        for row_x, row_y, row_s in zip(x, y, seg, strict=True):
+            for s in np.unique(row_s):
+                span = np.flatnonzero(row_s == s)
+                assert (np.diff(span) == 1).all()  # contiguous segments
+                if (row_y[span] >= 0).any():  # a conversation: starts with <|im_start|>
+                    assert row_x[span[0]] == starts
+                else:  # padding: never trained on
+                    assert (row_x[span] == TOK.eot_id).all()
+            assert (row_y[row_y >= 0] < TOK.vocab_size).all()
+
+
+def test_overflow_drop_and_truncate_are_counted(tmp_path: Path) -> None:
+    drop = build_loader(_chat_cfg(tmp_path, 60, T=300, overflow="drop"), micro_batch_size=2, seed=0)
+    cut = build_loader(
+        _chat_cfg(tmp_path, 60, T=300, overflow="truncate"), micro_batch_size=2, seed=0
+    )
+    assert "dropped (overflow=drop)" in drop.description
+    assert "truncated" in cut.description
+    assert cut.conversations > drop.conversations
+    x, _, _ = next(cut)
+    assert x.shape == (2, 300)
+
+
+def test_exact_resume(tmp_path: Path) -> None:
+    cfg = _chat_cfg(tmp_path, 30)
+    a = build_loader(cfg, micro_batch_size=2, seed=5)
+    for _ in range(23):  # past an epoch boundary
+        next(a)
+    state = json.loads(json.dumps(a.state_dict()))
+    expected = [next(a) for _ in range(6)]
+    b = build_loader(cfg, micro_batch_size=2, seed=5)
+    b.load_state_dict(state)
+    for want, got in zip(expected, (next(b) for _ in range(6)), strict=True):
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(w, g)
+    other = build_loader(cfg, micro_batch_size=2, seed=6)
+    with pytest.raises(DataError, match="seed"):
+        other.load_state_dict(state)
+
+
+def test_ranks_split_the_rows(tmp_path: Path) -> None:
+    cfg = _chat_cfg(tmp_path, 30)
+    whole = build_loader(cfg, micro_batch_size=4, seed=2)
+    parts = [build_loader(cfg, micro_batch_size=2, seed=2, rank=r, world_size=2) for r in (0, 1)]
+    for _ in range(3):
+        x = next(whole)[0]
+        np.testing.assert_array_equal(x, np.concatenate([next(p)[0] for p in parts]))
+
+
+def test_validation_split_and_eval_batches(tmp_path: Path) -> None:
+    cfg = _chat_cfg(tmp_path, 30)
+    val = build_loader(cfg, split="val", micro_batch_size=2, seed=0)
+    assert val.conversations == 7
+    batches = list(val)
+    assert batches  # one pass, then StopIteration
+    again = eval_batches(cfg, micro_batch_size=2)
+    assert len(again) <= cfg.eval_batches
+    np.testing.assert_array_equal(again[0][0], eval_batches(cfg, micro_batch_size=2)[0][0])
+
+
+def test_builtin_fallback(tmp_path: Path) -> None:
+    cfg = DataConfig(
+        kind="chat",
+        path=str(tmp_path / "missing"),
+        fallback="builtin",
+        context_length=1024,
+        builtin_conversations=50,
+    )
+    loader = build_loader(cfg, micro_batch_size=2, seed=0)
+    assert "built-in conversation set" in loader.description
+    assert build_loader(cfg, split="val", micro_batch_size=2, seed=0).conversations == 5
+
+
+def test_chat_command_converts_local_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from enlace_data.cli import main
+
+    src = tmp_path / "src.jsonl"
+    good = [json.dumps(c, ensure_ascii=False) for c in builtin_conversations("train", 200)]
+    sharegpt = json.dumps(
+        {"conversations": [{"from": "human", "value": "Hola"}, {"from": "gpt", "value": "¡Hola!"}]}
+    )
+    src.write_text("\n".join([*good, sharegpt, '{"messages": []}', "no json"]) + "\n")
+    assert main(["chat", str(src), str(tmp_path / "out"), "--val-fraction", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 2 invalid" in out and "line 203: not JSON" in out
+    train = (tmp_path / "out" / "train.jsonl").read_text().splitlines()
+    val = (tmp_path / "out" / "val.jsonl").read_text().splitlines()
+    assert len(train) + len(val) == 201 and 5 <= len(val) <= 40
+    cfg = DataConfig(kind="chat", path=str(tmp_path / "out"), context_length=1024)
+    assert build_loader(cfg, micro_batch_size=2, seed=0).conversations == len(train)
+    assert main(["chat", str(src), str(tmp_path / "strict"), "--strict"]) == 2
+    assert "line 202" in capsys.readouterr().err
