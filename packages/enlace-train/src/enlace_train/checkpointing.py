@@ -300,7 +300,7 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
     wrong = [
         k
         for k, kind in _STATE_KEYS.items()
-        if not isinstance(state.get(k), kind) or state[k] is True
+        if k not in state or not isinstance(state[k], kind) or isinstance(state[k], bool)
     ]
     if wrong:
         raise CheckpointError(f"{path}: not a trainer state this enlace-train wrote (bad {wrong})")
@@ -364,26 +364,38 @@ def _check_optimizer_state(state: dict[str, Any], optimizer: torch.optim.Optimiz
 
 
 def read_checkpoint(
-    path: Path, training: Training, *, verify: bool
-) -> tuple[dict[str, Any], dict[str, torch.Tensor] | None]:
-    """The trainer state and full weights (None for an FSDP checkpoint, read from its shards) of a
-    checkpoint, checked against this model and optimizer before anything is loaded. `verify`:
-    also check every file's sha256 (rank 0 does; the others read the files it verified)."""
+    path: Path, training: Training, resolved: ResolvedConfig, *, verify: bool
+) -> tuple[dict[str, Any], dict[str, torch.Tensor] | None, list[str]]:
+    """The trainer state, the full weights (None for an FSDP checkpoint, read from its shards) and
+    the allowed config changes of a checkpoint, checked before anything is loaded: CheckpointError
+    when the checkpoint is damaged or not this trainer's, ResumeError when this config may not
+    continue it. `verify`: also check every file's sha256 (rank 0 does; the others read the
+    files it verified)."""
     if verify:
         verify_checkpoint(path)
         verify_checkpoint(path, (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE))  # all listed
     state = load_trainer_state(path)
     if state["step"] != checkpoint_step(path):
         raise CheckpointError(f"{path}: its trainer state is that of step {state['step']}")
-    plain = distributed.unwrap_model(training.model)
+    allowed = check_resume_allowed(
+        state["config"], resolved.to_dict(), resolved.origins, checkpoint=path, step=state["step"]
+    )
+    check_threads(
+        state["num_threads"],
+        torch.get_num_threads(),
+        allow_change=resolved.config.train.allow_thread_change,
+        checkpoint=path,
+    )
+    # Same config, so the files must fit this model and optimizer: if not, they were replaced.
     weights = None
     if not (distributed.is_sharded(training.model) or has_sharded_state(path)):
         weights = load_state_dict(path)
+        plain = distributed.unwrap_model(training.model)
         check_state_dict(weights, plain, str(path / MODEL_FILE))  # pyright: ignore[reportArgumentType]
         problem = _check_optimizer_state(state["optimizer"] or {}, training.optimizer)
         if problem:
             raise CheckpointError(f"{path / TRAINER_STATE_FILE}: {problem}")
-    return state, weights
+    return state, weights, allowed
 
 
 def _step_dirs(run_dir: Path) -> list[Path]:
@@ -394,10 +406,10 @@ def _step_dirs(run_dir: Path) -> list[Path]:
 
 
 def choose_checkpoint(
-    run_dir: Path, training: Training
+    run_dir: Path, training: Training, resolved: ResolvedConfig
 ) -> tuple[Path | None, Any, list[tuple[Path, str]]]:
-    """The newest checkpoint that reads back whole on every rank: (path, (state, weights), the
-    newer ones that failed and why). Collective: every rank reads each candidate in turn."""
+    """The newest checkpoint that reads back whole on every rank: (its path, what
+    `read_checkpoint` read, the newer ones that failed and why). Collective: every rank reads each candidate in turn."""
     info = training.info
     has_root = (run_dir / CHECKPOINTS_DIR).is_dir() if info.is_main else False
     candidates = distributed.broadcast_object(
@@ -405,10 +417,11 @@ def choose_checkpoint(
     )
     failed: list[tuple[Path, str]] = []
     for candidate in map(Path, candidates):
+        read, problem = None, None
         try:
-            read, problem = read_checkpoint(candidate, training, verify=info.is_main), None
+            read = read_checkpoint(candidate, training, resolved, verify=info.is_main)
         except CheckpointError as exc:
-            read, problem = None, str(exc)
+            problem = str(exc)
         if not distributed.any_rank(problem is not None, info):
             return candidate, read, failed
         failed.append((candidate, problem or "unreadable on another rank"))
@@ -433,7 +446,7 @@ def resume_or_init(training: Training, resolved: ResolvedConfig) -> None:
     `train.init_from`'s weights). Every rank calls it; the collectives agree on the checkpoint."""
     cfg, info = resolved.config, training.info
     run_dir = Path(cfg.run.out_dir)
-    path, read, failed = choose_checkpoint(run_dir, training)
+    path, read, failed = choose_checkpoint(run_dir, training, resolved)
     if failed and path is None and cfg.train.on_corrupt_checkpoints == "stop":
         listed = "; ".join(f"{p}: {why}" for p, why in failed)
         raise ResumeError(
@@ -453,21 +466,8 @@ def resume_or_init(training: Training, resolved: ResolvedConfig) -> None:
 
 
 def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any) -> None:
-    state, weights = read
+    state, weights, allowed = read
     info, model, optimizer = training.info, training.model, training.optimizer
-    allowed = check_resume_allowed(
-        state["config"],
-        resolved.to_dict(),
-        resolved.origins,
-        checkpoint=path,
-        step=state["step"],
-    )
-    check_threads(
-        state["num_threads"],
-        torch.get_num_threads(),
-        allow_change=resolved.config.train.allow_thread_change,
-        checkpoint=path,
-    )
     if weights is None:
         load_sharded(path, model, optimizer)  # FSDP: re-sharded on load
     else:
@@ -512,6 +512,7 @@ def _init(training: Training, resolved: ResolvedConfig) -> None:
     """A new run: step 0, optionally from `train.init_from`'s weights (and optimizer state)."""
     cfg = resolved.config
     tc = cfg.train
+    training.init_from = tc.init_from
     if training.info.is_main:
         metrics = Path(cfg.run.out_dir) / METRICS_FILE
         if metrics.exists() and truncate_metrics(metrics, 0) == 0:

@@ -187,6 +187,7 @@ def train_step(
     forward: Callable[..., Any],
     cfg: RunConfig,
     lr: float,
+    accum: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimizer step: micro-steps with accumulation -> unscale, clip -> check that loss and
     gradients are finite -> step. Returns the step's mean cross-entropy, z-loss and gradient norm.
@@ -196,9 +197,6 @@ def train_step(
     float16's GradScaler such steps are skipped, and only a long streak of them stops it."""
     tc, backend, info = cfg.train, training.backend, training.info
     optimizer, scaler, prog = training.optimizer, training.scaler, training.progress
-    accum = distributed.grad_accumulation_steps(
-        tc.global_batch_size, cfg.hardware.micro_batch_size, info
-    )
     for group in optimizer.param_groups:
         group["lr"] = lr
     ce_sum = torch.zeros((), device=backend.device)
@@ -338,11 +336,12 @@ def _train(
     optimizer = build_optimizer(model, cfg, backend)
     scaler = distributed.grad_scaler_for(backend.grad_scaler(), model)
     training = Training(model, optimizer, scaler, loader, backend, info)
+    accum = distributed.grad_accumulation_steps(tc.global_batch_size, hw.micro_batch_size, info)
     # --- the run directory: resume, init_from, or a new run
     resume_or_init(training, resolved)
     if info.is_main:
         (run_dir / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
-    log_start(cfg, backend, loader, model, info)
+    log_start(cfg, backend, loader, model, accum)
     prog = training.progress
     if prog.step >= tc.max_steps:
         log.info("run already complete at step %d (train.max_steps=%d)", prog.step, tc.max_steps)
@@ -362,7 +361,7 @@ def _train(
     try:
         while prog.step < tc.max_steps:
             lr = lr_at(prog.step, tc)  # schedule
-            ce, z, grad_norm = train_step(training, wrapped, forward, cfg, lr)
+            ce, z, grad_norm = train_step(training, wrapped, forward, cfg, lr, accum)
             prog.tokens_seen += tokens_per_step
             prog.elapsed_s = meter.elapsed()
             step = prog.step
@@ -407,12 +406,9 @@ def log_start(
     backend: Backend,
     loader: Loader,
     model: Transformer,
-    info: distributed.DistInfo,
+    accum: int,
 ) -> None:
     """The run's first log lines: where it writes, the hardware, the data, the model, the batch."""
-    accum = distributed.grad_accumulation_steps(
-        cfg.train.global_batch_size, cfg.hardware.micro_batch_size, info
-    )
     log.info("run %s -> %s | %s", cfg.run.name, cfg.run.out_dir, backend.describe())
     log.info(
         "data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
