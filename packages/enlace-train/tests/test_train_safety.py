@@ -153,19 +153,10 @@ def truncate_weights(c: Path) -> None:
 
 
 def other_shapes(c: Path) -> None:
-    from enlace_config.schema.model import ModelConfig
     from enlace_model import build_model
-    from enlace_model.checkpoint import save_model
+    from enlace_model.checkpoint import read_model_config, save_model
 
-    cfg = ModelConfig(
-        vocab_size=256,
-        context_length=32,
-        d_model=64,
-        n_layers=2,
-        n_heads=2,
-        n_kv_heads=1,
-        ffn_hidden=64,
-    )
+    cfg = read_model_config(c).model_copy(update={"d_model": 64})
     save_model(c, build_model(cfg), cfg)  # model.json too: it agrees with the tensors
 
 
