@@ -53,7 +53,7 @@ from enlace_model.checkpoint import (
 from enlace_train import distributed
 from enlace_train.distributed import DistInfo
 from enlace_train.errors import ResumeError, SetupError
-from enlace_train.metrics import METRICS_FILE, log, truncate_metrics
+from enlace_train.metrics import METRICS_FILE, log, read_metrics, truncate_metrics
 from enlace_train.state import provenance, rng_state, set_rng_state
 
 if TYPE_CHECKING:
@@ -430,14 +430,20 @@ def choose_checkpoint(
 
 def set_aside(run_dir: Path, failed: list[tuple[Path, str]]) -> None:
     """Move checkpoints that failed verification to checkpoints/corrupt/, naming each."""
-    aside = run_dir / CHECKPOINTS_DIR / CORRUPT_DIR
     for path, why in failed:
-        aside.mkdir(exist_ok=True)
-        target, n = aside / path.name, 1
-        while target.exists():
-            target, n = aside / f"{path.name}.{n}", n + 1
+        target = _aside(run_dir, path.name)
         path.rename(target)
         log.warning("WARNING: skipping checkpoint %s (moved to %s): %s", path, target, why)
+
+
+def _aside(run_dir: Path, name: str) -> Path:
+    """A free path for `name` in checkpoints/corrupt/ (name.1, name.2... if taken)."""
+    aside = run_dir / CHECKPOINTS_DIR / CORRUPT_DIR
+    aside.mkdir(exist_ok=True)
+    target, n = aside / name, 1
+    while target.exists():
+        target, n = aside / f"{name}.{n}", n + 1
+    return target
 
 
 # ----------------------------------------------------------------------------- resuming
@@ -503,7 +509,7 @@ def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any)
 def _keep_old_metrics(run_dir: Path) -> None:
     metrics = run_dir / METRICS_FILE
     if metrics.exists():
-        kept = run_dir / CHECKPOINTS_DIR / CORRUPT_DIR / METRICS_FILE
+        kept = _aside(run_dir, METRICS_FILE)
         metrics.replace(kept)
         log.warning("WARNING: restarting from step 0; the old %s is kept as %s", METRICS_FILE, kept)
 
@@ -515,8 +521,9 @@ def _init(training: Training, resolved: ResolvedConfig) -> None:
     training.init_from = tc.init_from
     if training.info.is_main:
         metrics = Path(cfg.run.out_dir) / METRICS_FILE
-        if metrics.exists() and truncate_metrics(metrics, 0) == 0:
-            log.info("%s: rows of an attempt that saved no checkpoint were dropped", metrics)
+        if rows := len(read_metrics(metrics)):
+            log.info("%s: %d rows of an attempt that saved no checkpoint dropped", metrics, rows)
+        truncate_metrics(metrics, 0)
     if not tc.init_from:
         return
     try:
