@@ -133,6 +133,17 @@ def test_pruning_never_counts_corrupt_newer_checkpoints(base, tmp_path, h):
     assert aside == ["step_30", "step_35", "step_40"]
 
 
+def test_pruning_never_counts_corrupt_older_checkpoints(base, tmp_path, h):
+    path = copy_of(base, tmp_path, h)
+    run_dir = h.run_dir_of(path)
+    flip_a_byte(ckpt(run_dir, 4))
+    flip_a_byte(ckpt(run_dir, 8))
+    train(h.load(path, "train.max_steps=16"))
+    assert [p.name for p in list_checkpoints(run_dir)] == ["step_12", "step_16"]
+    aside = sorted(p.name for p in (run_dir / "checkpoints" / "corrupt").iterdir())
+    assert aside == ["step_4", "step_8"]
+
+
 def test_a_restarted_run_keeps_its_new_checkpoints(base, tmp_path, h):
     """The issue's case: only corrupt [30, 35, 40] remained after the restarted run's pruning."""
     path = copy_of(base, tmp_path, h)

@@ -188,8 +188,9 @@ def save(
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:
     """Keep the newest `keep` complete checkpoints. Only verified ones are here to count: the ones
-    that failed verification were moved to checkpoints/corrupt/ when the run started, and the
-    checkpoint just written is the newest (nothing above the resumed step survives start-up)."""
+    that failed verification were moved to checkpoints/corrupt/ when the run started (newer than
+    the resumed one: any failure; older: a hash mismatch), so the checkpoint just written is the
+    newest and the ones kept beside it are good."""
     complete = list_checkpoints(run_dir)
     for old in complete[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
@@ -428,6 +429,19 @@ def choose_checkpoint(
     return None, None, failed
 
 
+def _older_failing(run_dir: Path, chosen: Path) -> list[tuple[Path, str]]:
+    """The checkpoints older than the one resumed whose files fail their hashes: pruning must
+    not count them among the ones it keeps."""
+    failing = []
+    for older in _step_dirs(run_dir):
+        if (checkpoint_step(older) or 0) < (checkpoint_step(chosen) or 0):
+            try:
+                verify_checkpoint(older)
+            except CheckpointError as exc:
+                failing.append((older, str(exc)))
+    return failing
+
+
 def set_aside(run_dir: Path, failed: list[tuple[Path, str]]) -> None:
     """Move checkpoints that failed verification to checkpoints/corrupt/, naming each."""
     for path, why in failed:
@@ -462,7 +476,7 @@ def resume_or_init(training: Training, resolved: ResolvedConfig) -> None:
             f"{run_dir / CHECKPOINTS_DIR / CORRUPT_DIR} and metrics.jsonl is kept beside it)."
         )
     if info.is_main:
-        set_aside(run_dir, failed)
+        set_aside(run_dir, failed + (_older_failing(run_dir, path) if path else []))
     if path is not None:
         _resume(training, resolved, path, read)
     else:
