@@ -149,7 +149,7 @@ def trainer_state(training: Training, resolved: ResolvedConfig) -> dict[str, Any
         "world_size": training.info.world_size,
         "parallelism": "fsdp" if sharded else ("ddp" if training.info.distributed else None),
         "config": resolved.to_dict(),
-        "origins": {k: str(v) for k, v in resolved.origins.items()},
+        "origins": resolved.origins_as_text(),
         "init_from": training.init_from,
         **provenance(),
     }

@@ -45,6 +45,7 @@ from enlace_train.metrics import (
     log,
     setup_logging,
 )
+from enlace_train.optim import build_optimizer
 from enlace_train.schedule import lr_at
 from enlace_train.state import seed_everything
 
@@ -125,33 +126,6 @@ def build_eval_batches(
     return on_device, split_bytes_per_token(cfg.data, "val", vocab_size=cfg.model.vocab_size)
 
 
-def build_optimizer(model: torch.nn.Module, cfg: RunConfig, backend: Backend) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: not norms or gains, embeddings only by config."""
-    embedding_params = {
-        id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()
-    }
-    decay, no_decay = [], []
-    for _, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        is_embedding = id(p) in embedding_params
-        if p.ndim >= 2 and (not is_embedding or cfg.train.decay_embeddings):
-            decay.append(p)
-        else:
-            no_decay.append(p)
-    groups = [
-        {"params": decay, "weight_decay": cfg.train.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        groups,
-        lr=cfg.train.lr,
-        betas=(cfg.train.beta1, cfg.train.beta2),
-        eps=cfg.train.eps,
-        fused=True if backend.fused_adamw else None,
-    )
-
-
 def micro_batch_suggestion(micro_batch: int, per_step: int) -> int | None:
     """The next micro-batch size down that still divides the per-device batch of a step."""
     smaller = [d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0]
@@ -198,7 +172,7 @@ def train_step(
     tc, backend, info = cfg.train, training.backend, training.info
     optimizer, scaler, prog = training.optimizer, training.scaler, training.progress
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group["lr_scale"]  # Muon's matrices have their own peak
     ce_sum = torch.zeros((), device=backend.device)
     z_sum = torch.zeros((), device=backend.device)
     try:
@@ -336,7 +310,7 @@ def _train(
     optimizer = build_optimizer(model, cfg, backend)
     scaler = distributed.grad_scaler_for(backend.grad_scaler(), model)
     training = Training(model, optimizer, scaler, loader, backend, info)
-    accum = distributed.grad_accumulation_steps(tc.global_batch_size, hw.micro_batch_size, info)
+    accum = cfg.grad_accumulation_steps(info.world_size)  # exits 2 if the batch does not split
     # --- the run directory: resume, init_from, or a new run
     resume_or_init(training, resolved)
     if info.is_main:
