@@ -49,7 +49,7 @@ from enlace_train.optim import build_optimizer
 from enlace_train.schedule import lr_at
 from enlace_train.state import seed_everything
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+Batch = tuple[torch.Tensor, ...]  # inputs, targets (and segments for packed chat rows)
 
 
 @dataclass
@@ -122,7 +122,7 @@ def build_eval_batches(
         world_size=info.world_size,
         vocab_size=cfg.model.vocab_size,
     )
-    on_device = [(backend.to_device(x), backend.to_device(y)) for x, y in batches]
+    on_device = [tuple(backend.to_device(a) for a in batch) for batch in batches]
     return on_device, split_bytes_per_token(cfg.data, "val", vocab_size=cfg.model.vocab_size)
 
 
@@ -177,11 +177,11 @@ def train_step(
     z_sum = torch.zeros((), device=backend.device)
     try:
         for micro in range(accum):
-            x, y = (backend.to_device(a) for a in next(training.loader))
+            batch = [backend.to_device(a) for a in next(training.loader)]  # x, y (, segments)
             # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only
             with distributed.gradient_sync(wrapped, micro == accum - 1):
                 with backend.autocast():
-                    out = forward(x, y, z_loss_weight=tc.z_loss_weight)
+                    out = forward(*batch, z_loss_weight=tc.z_loss_weight)
                 scaler.scale(out.loss / accum).backward()
             ce_sum += out.ce_loss.detach().float()
             z_sum += out.z_loss.detach().float()
@@ -226,9 +226,9 @@ def evaluate(
     was_training = model.training
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=backend.device)
-    for x, y in batches:
+    for batch in batches:
         with backend.autocast():
-            total += model(x, y).ce_loss.double()
+            total += model(*batch).ce_loss.double()
     model.train(was_training)
     val_loss = float(total.item()) / len(batches)
     val_bpb = val_loss / math.log(2) / bytes_per_token
@@ -241,10 +241,16 @@ def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
     the export find it there. Shards without a tokenizer beside them (synthetic data): a warning
     now, and checkpoints without a tokenizer."""
     from enlace_data import DataError
+    from enlace_data.chat_loader import chat_tokenizer
     from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
 
     try:
-        tokenizer = ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
+        if cfg.data.kind == "chat":
+            tokenizer = chat_tokenizer(cfg.data)
+        else:
+            tokenizer = (
+                ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
+            )
     except DataError as exc:
         log.warning(
             "WARNING: no tokenizer for the checkpoints (%s); `enlace-train sample` will "
@@ -353,6 +359,10 @@ def _train(
                     metrics.write({"step": step, "val_loss": val[0], "val_bpb": val[1]})
                     log.info("step %d | val loss %.4f | val bits/byte %.4f", step, *val)
                     summary.final_val_loss, summary.final_val_bpb = val
+                    if cfg.data.kind == "chat" and info.is_main:
+                        from enlace_train.chat_eval import log_chat_eval
+
+                        log_chat_eval(model, cfg, backend, step, metrics)
                 if step % tc.checkpoint_every == 0 or step == tc.max_steps or stop:
                     log.info("checkpoint %s", save(training, resolved, extra_files=tokenizer_files))
             progress_line.update(
