@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 from enlace_config.schema.data import DataConfig
 from enlace_data import DataError
-from enlace_data.loader import Loader, Permutation, build_loader, eval_batches
+from enlace_data.loader import (
+    Loader,
+    Permutation,
+    build_loader,
+    eval_batches,
+    split_bytes_per_token,
+)
 from enlace_data.sample import builtin_split
 from enlace_data.shards import shard_name, write_shard
 from hypothesis import HealthCheck, given, settings
@@ -285,6 +291,10 @@ def test_bytes_per_token_and_description(sources: dict[str, DataConfig]) -> None
     assert build_loader(sources["builtin"], micro_batch_size=1, seed=0).description.startswith(
         "built-in books"
     )
+    # without building a loader: what the trainer turns nats/token into bits/byte with
+    val = build_loader(sources["shards"], split="val", micro_batch_size=1, seed=0)
+    assert split_bytes_per_token(sources["shards"], "val") == val.bytes_per_token
+    assert split_bytes_per_token(sources["bytes"], "val") == 1.0
 
 
 def test_train_and_val_never_overlap(sources: dict[str, DataConfig]) -> None:

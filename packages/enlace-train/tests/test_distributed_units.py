@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 from enlace_config.schema.model import ModelConfig
 from enlace_model import build_model
+from enlace_train import checkpointing as C
 from enlace_train import distributed as D
 
 CFG = ModelConfig(
@@ -62,19 +63,19 @@ def _state(world: int, samples: int = 40) -> dict:
 
 
 def test_same_world_size_resumes_each_rank_with_its_own_state() -> None:
-    mine, warning = D.rank_resume_state(_state(2), D.DistInfo(rank=1, world_size=2))
+    mine, warning = C.rank_resume_state(_state(2), D.DistInfo(rank=1, world_size=2))
     assert mine["rng"] == {"rank": 1} and warning is None
 
 
 def test_single_process_checkpoints_resume_as_before() -> None:
     state = _state(1)
     del state["rank_states"]
-    mine, warning = D.rank_resume_state(state, D.DistInfo())
+    mine, warning = C.rank_resume_state(state, D.DistInfo())
     assert mine["loader"] is state["loader"] and warning is None
 
 
 def test_another_world_size_re_splits_the_data_and_says_it_is_not_exact() -> None:
-    mine, warning = D.rank_resume_state(_state(2), D.DistInfo(rank=2, world_size=4))
+    mine, warning = C.rank_resume_state(_state(2), D.DistInfo(rank=2, world_size=4))
     assert mine["loader"]["samples_consumed"] == 40  # global samples: valid at any world size
     assert warning is not None and "no longer bit-exact" in warning and "written by 2" in warning
 
@@ -83,7 +84,7 @@ def test_disagreeing_loader_states_are_refused_at_another_world_size() -> None:
     state = _state(2)
     state["rank_states"][1]["loader"]["samples_consumed"] = 44
     with pytest.raises(D.DistributedError, match="disagree"):
-        D.rank_resume_state(state, D.DistInfo(world_size=1))
+        C.rank_resume_state(state, D.DistInfo(world_size=1))
 
 
 # ----------------------------------------------------------------------------- no process group
@@ -184,34 +185,37 @@ def test_collectives_on_one_rank(group: D.DistInfo) -> None:
     assert D.reduce_max([2.0], group) == [2.0]
     assert D.any_rank(True, group) and not D.any_rank(False, group)
     assert D.broadcast_object({"x": 1}, group) == {"x": 1}
-    assert D.gather_rank_states({"t": torch.ones(2)}, group)[0]["t"].tolist() == [1.0, 1.0]
+    assert D.gather_objects({"t": torch.ones(2)}, group)[0]["t"].tolist() == [1.0, 1.0]
     D.barrier(group)
 
 
 def test_sharded_checkpoint_round_trip_and_consolidated_weights(
     group: D.DistInfo, tmp_path: Path
 ) -> None:
+    from enlace_config import load_run_config
+    from enlace_data.loader import build_loader
     from enlace_model import load_model
     from enlace_model.checkpoint import list_checkpoints
+    from enlace_train.backends import setup_backend
 
+    resolved = load_run_config(_tiny_run_file(tmp_path))
+    cfg = resolved.config
     torch.manual_seed(0)
-    model = build_model(CFG)
+    model = build_model(cfg.model)
     D.wrap_model(model, "fsdp", group)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     _train_steps(model, model, opt, 2)
-    state = {
-        "format": 1,
-        "rng": {"torch_cpu": torch.get_rng_state()},
-        "loader": {"n": 8},
-        "optimizer": opt.state_dict(),
-    }
-    path = D.save_distributed_checkpoint(tmp_path, 2, model, opt, CFG, state, group, keep=2)
-    assert list_checkpoints(tmp_path) == [path] and D.has_sharded_state(path)
+    loader = build_loader(cfg.data, micro_batch_size=2, seed=0)
+    backend = setup_backend(cfg.hardware)
+    progress = C.TrainProgress(step=2)
+    training = C.Training(model, opt, backend.grad_scaler(), loader, backend, group, progress)
+    path = C.save(training, resolved)  # the one save of one process or many
+    assert list_checkpoints(cfg.run.out_dir) == [path] and C.has_sharded_state(path)
     saved = torch.load(path / "trainer_state.pt", weights_only=True)
     assert saved["optimizer"] is None and saved["parallelism"] == "fsdp"
     (only,) = saved["rank_states"]
-    assert only["loader"] == {"n": 8}
-    assert torch.equal(only["rng"]["torch_cpu"], state["rng"]["torch_cpu"])
+    assert only["loader"] == loader.state_dict()
+    assert torch.equal(only["rng"]["torch_cpu"], saved["rng"]["torch_cpu"])
     # the consolidated weights read like any checkpoint's
     loaded = load_model(path)
     full = D.consolidated_state_dict(model, group)
@@ -220,10 +224,10 @@ def test_sharded_checkpoint_round_trip_and_consolidated_weights(
         assert torch.equal(v, full[k])
     # a fresh sharded model + optimizer get the same weights and moments back
     torch.manual_seed(1)
-    other = build_model(CFG)
+    other = build_model(cfg.model)
     D.wrap_model(other, "fsdp", group)
     other_opt = torch.optim.AdamW(other.parameters(), lr=1e-2)
-    D.load_sharded(path, other, other_opt)
+    C.load_sharded(path, other, other_opt)
     after = D.consolidated_state_dict(other, group)
     assert after is not None and all(torch.equal(after[k], full[k]) for k in full)
     assert _train_steps(other, other, other_opt, 1) == _train_steps(model, model, opt, 1)
@@ -236,7 +240,7 @@ def test_a_non_sharded_checkpoint_is_refused_by_an_fsdp_job(
     D.wrap_model(model, "fsdp", group)
     opt = torch.optim.AdamW(model.parameters())
     with pytest.raises(D.DistributedError, match="written by a single-process or DDP run"):
-        D.load_sharded(tmp_path, model, opt)
+        C.load_sharded(tmp_path, model, opt)
     with pytest.raises(D.DistributedError, match=r"train\.init_optimizer"):
         D.refuse_sharded(model, "train.init_optimizer")
 

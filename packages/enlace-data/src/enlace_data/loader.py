@@ -642,6 +642,19 @@ def build_loader(
     )
 
 
+def split_bytes_per_token(
+    data_cfg: DataConfig, split: Split = "val", *, vocab_size: int | None = None
+) -> float:
+    """Text bytes per token of one split (1.0 for bytes): what turns nats/token into bits/byte."""
+    if data_cfg.kind == "chat":  # the chat examples know theirs
+        return build_loader(data_cfg, split=split, micro_batch_size=1, seed=0).bytes_per_token
+    source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=1, reader="pread")
+    try:
+        return source.bytes_per_token
+    finally:
+        source.close()
+
+
 def eval_batches(
     data_cfg: DataConfig,
     *,

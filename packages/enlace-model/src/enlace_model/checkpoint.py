@@ -297,10 +297,15 @@ def verify_checkpoint(path: PathLike, files: tuple[str, ...] | None = None) -> N
             f"Use an earlier checkpoint or the run directory, which picks the newest complete one."
         )
     try:
-        marker = json.loads(marker_path.read_text())
-        listed: dict[str, dict[str, Any]] = marker["files"]
+        listed = json.loads(marker_path.read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{marker_path}: unreadable completion marker ({e})") from e
+    if not isinstance(listed, dict) or not listed:
+        raise CheckpointError(
+            f"{marker_path}: the completion marker lists no files (its 'files' is "
+            f"{type(listed).__name__} {str(listed)[:60]}), so nothing in {d} can be checked. "
+            "Do not use it; use another checkpoint."
+        )
     for name in files if files is not None else tuple(listed):
         entry = listed.get(name)
         p = d / name
@@ -308,6 +313,8 @@ def verify_checkpoint(path: PathLike, files: tuple[str, ...] | None = None) -> N
             if p.exists():
                 raise CheckpointError(f"{p}: not listed in {COMPLETE_FILE}; it was added later")
             continue
+        if not isinstance(entry, dict):
+            raise CheckpointError(f"{marker_path}: the entry of {name!r} is not a size and hash")
         if not p.is_file():
             raise CheckpointError(f"{p}: missing (listed in {COMPLETE_FILE})")
         if p.stat().st_size != entry.get("bytes") or _sha256(p) != entry.get("sha256"):

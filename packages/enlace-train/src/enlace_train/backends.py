@@ -26,7 +26,6 @@ import importlib.util
 import os
 import resource
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,9 +225,6 @@ class Backend:
             return torch.cuda.max_memory_allocated() / 2**20
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
-    def is_out_of_memory(self, exc: BaseException) -> bool:
-        return isinstance(exc, torch.OutOfMemoryError)
-
     def rng_state(self) -> list[torch.Tensor]:
         return list(torch.cuda.get_rng_state_all()) if self.hw.device == "cuda" else []
 
@@ -257,14 +253,3 @@ def setup_backend(hw: HardwareConfig) -> Backend:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return Backend(hw=hw, board=board)
-
-
-@contextlib.contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[None]:
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)

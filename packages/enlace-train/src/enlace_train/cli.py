@@ -9,6 +9,7 @@ paragraph and exit 2; `--debug` shows the traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import traceback
@@ -42,6 +43,25 @@ def _train_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _number(
+    kind: type[int] | type[float], low: float, high: float = math.inf, *, open_low: bool = False
+):
+    """An argparse type: a finite `kind` in [low, high] ((low, high] with open_low)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        below = value <= low if open_low else value < low
+        if not math.isfinite(value) or below or value > high:
+            bounds = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number in {bounds}")
+        return value
+
+    return parse
+
+
 def _sample_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="enlace-train sample",
@@ -49,10 +69,12 @@ def _sample_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run_dir", help="a run directory (runs/NAME) or one checkpoint directory")
     p.add_argument("--prompt", required=True, help="text to continue")
-    p.add_argument("--max-new-tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=0.8, help="0 for greedy decoding")
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--max-new-tokens", type=_number(int, 1), default=200)
+    p.add_argument(
+        "--temperature", type=_number(float, 0), default=0.8, help="0 for greedy decoding"
+    )
+    p.add_argument("--top-k", type=_number(int, 1), default=None)
+    p.add_argument("--top-p", type=_number(float, 0, 1, open_low=True), default=None)
     p.add_argument("--seed", type=int, default=1337, help="sampling seed (same seed, same text)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p

@@ -1,4 +1,4 @@
-"""Running one training job on several processes: torchrun, DDP, FSDP2 and their checkpoints.
+"""Running one training job on several processes: torchrun, DDP, FSDP2 and their collectives.
 
 Everything the trainer needs to know about other ranks lives here, so that the loop stays the
 single-process loop with a few calls at fixed points:
@@ -17,13 +17,9 @@ single-process loop with a few calls at fixed points:
 - ``clip_grad_norm(model, max_norm)`` works on plain and sharded (DTensor) gradients alike.
 - ``reduce_mean`` / ``any_rank`` / ``gather_objects`` / ``broadcast_object`` for metrics,
   evaluation, the stop flag and per-rank state.
-- ``save_distributed_checkpoint`` / ``load_sharded``: checkpoints keep the single-process layout (``model.safetensors`` + ``model.json`` that
-  ``enlace_model.checkpoint.load_model`` reads, ``trainer_state.pt``). Rank 0 writes everything
-  except, under FSDP, each rank's own shard of the model and optimizer in ``distcp/`` (written
-  through ``torch.distributed.checkpoint``, which also re-shards on load). The per-rank RNG and
-  loader states are gathered to rank 0 and stored as one list; ``rank_resume_state`` picks this
-  rank's entry back and applies the world-size-change policy (supported, with a warning that the
-  run is no longer bit-exact: the loader state counts global samples, so it re-splits exactly).
+- ``consolidated_state_dict`` / ``load_full_weights``: the full (unsharded) weights of a plain,
+  DDP or FSDP2 model, and back. Checkpoint files are written and read in checkpointing.py, one
+  path for one process or many.
 
 Bounded stop: a rank that dies ends the job through torchrun's own failure handling (it tears the
 other workers down as soon as it notices a worker exited with an error), and every collective has a
@@ -33,15 +29,12 @@ finite process-group timeout as the backstop for a rank that hangs without dying
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import torch
@@ -53,10 +46,6 @@ from enlace_train.metrics import MetricsWriter
 
 Parallelism = Literal["ddp", "fsdp"]
 
-#: Sub-directory of a checkpoint holding the FSDP shards (``torch.distributed.checkpoint``).
-SHARDED_DIR = "distcp"
-#: Key of the per-rank state list inside ``trainer_state.pt``.
-RANK_STATES_KEY = "rank_states"
 #: Backstop for a collective that never completes (a rank stuck without dying). Long enough for
 #: rank 0 to write a large non-sharded checkpoint while the others wait at the barrier.
 DEFAULT_TIMEOUT = timedelta(minutes=15)
@@ -344,13 +333,6 @@ def reduce_mean(values: Sequence[float], info: DistInfo) -> list[float]:
     return [v / info.world_size for v in _all_reduce(values, info, dist.ReduceOp.SUM)]
 
 
-def reduce_sum(values: Sequence[float], info: DistInfo) -> list[float]:
-    """The sum of each value over all ranks."""
-    if not info.distributed or info.world_size == 1:
-        return [float(v) for v in values]
-    return _all_reduce(values, info, dist.ReduceOp.SUM)
-
-
 def reduce_max(values: Sequence[float], info: DistInfo) -> list[float]:
     """The maximum of each value over all ranks (peak memory, for instance)."""
     if not info.distributed or info.world_size == 1:
@@ -408,63 +390,7 @@ class NullMetricsWriter(MetricsWriter):
         pass
 
 
-# --------------------------------------------------------------------------- checkpoints
-
-
-def gather_rank_states(state: dict[str, Any], info: DistInfo) -> list[dict[str, Any]] | None:
-    """Each rank's own state (RNG, data loader) as a list in rank order, on rank 0 only.
-
-    Tensors (the torch RNG states) are moved to the CPU first, so the list pickles and then loads
-    with ``torch.load(weights_only=True)``.
-    """
-    return gather_objects(_to_cpu(state), info)
-
-
-def rank_resume_state(
-    trainer_state: Mapping[str, Any], info: DistInfo
-) -> tuple[dict[str, Any], str | None]:
-    """This rank's RNG and loader state from a checkpoint, and a warning when the world size changed.
-
-    World-size policy: supported, never silently. The loader state counts *global* samples and
-    every rank walks the same global stream (rank r takes the r-th block of each step's
-    ``world_size * micro_batch`` samples), and the accumulation is re-derived so the global batch
-    stays the config's. So each optimizer step sees the same samples at any world size; what
-    changes is the order of the floating-point sums over ranks and micro-steps, so the resumed
-    run is no longer bit-exact — the returned warning says so, and the trainer logs it.
-    Checkpoints of single-process runs (no per-rank list) count as written by one process.
-    """
-    states: list[dict[str, Any]] = list(trainer_state.get(RANK_STATES_KEY) or [])
-    if not states:
-        states = [{"rng": trainer_state["rng"], "loader": trainer_state["loader"]}]
-    saved = len(states)
-    if saved == info.world_size:
-        return states[info.rank], None
-    loaders = {json.dumps(s["loader"], sort_keys=True) for s in states}
-    if len(loaders) != 1:
-        raise DistributedError(
-            f"the checkpoint's {saved} per-rank data loader states disagree, so its data position "
-            f"cannot be re-split over {info.world_size} processes: resume it with {saved} "
-            "processes in total."
-        )
-    mine = {"loader": states[0]["loader"], "rng": states[info.rank % saved]["rng"]}
-    warning = (
-        f"WARNING: resuming with {info.world_size} process(es) from a checkpoint written by "
-        f"{saved}: the data continues at the same global sample and every step keeps the same "
-        "global batch (gradient accumulation re-derived), but the sums over ranks run in "
-        "another order, so the run is no longer bit-exact. Relaunch with "
-        f"{saved} process(es) for an exact resume."
-    )
-    return mine, warning
-
-
-def _to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
+# --------------------------------------------------------------------------- full weights
 
 
 def consolidated_state_dict(model: nn.Module, info: DistInfo) -> dict[str, torch.Tensor] | None:
@@ -488,33 +414,6 @@ def consolidated_state_dict(model: nn.Module, info: DistInfo) -> dict[str, torch
     return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
 
 
-def save_consolidated_model(
-    directory: Path | None, model: nn.Module, model_cfg: Any, info: DistInfo
-) -> None:
-    """Write ``model.safetensors`` + ``model.json`` into ``directory`` from rank 0. Every rank calls.
-
-    The files are the single-process ones (``enlace_model.checkpoint.save_model``), so
-    ``load_model`` and the export read a distributed run's checkpoint as they read any other.
-    ``directory`` only matters on rank 0.
-    """
-    from enlace_model.checkpoint import save_model
-
-    if not is_sharded(model):
-        if info.is_main:
-            assert directory is not None
-            save_model(directory, unwrap_model(model), model_cfg)  # pyright: ignore[reportArgumentType]
-        return
-    full = consolidated_state_dict(model, info)
-    if info.is_main:
-        assert directory is not None and full is not None
-        from enlace_model import build_model
-
-        with torch.random.fork_rng(devices=[]):  # the replica's init must not move rank 0's RNG
-            plain = build_model(model_cfg)  # a plain replica on the CPU, to reuse the one writer
-        plain.load_state_dict(full)
-        save_model(directory, plain, model_cfg)
-
-
 def load_full_weights(model: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
     """Load full (unsharded) weights, e.g. ``train.init_from``'s, into a plain or FSDP2 model."""
     if not is_sharded(model):
@@ -532,104 +431,3 @@ def refuse_sharded(model: nn.Module, what: str) -> None:
             f"{what} is not supported with train.parallelism=fsdp: the checkpoint's optimizer "
             "state is not sharded. Start without it (weights only), or with train.parallelism=ddp."
         )
-
-
-def has_sharded_state(checkpoint: Path) -> bool:
-    """Whether a checkpoint carries FSDP shards (model and optimizer) in ``distcp/``."""
-    return (Path(checkpoint) / SHARDED_DIR / ".metadata").is_file()
-
-
-def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Each rank writes its shard of the model and optimizer to ``directory/distcp``. Collective."""
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-    from torch.distributed.checkpoint.state_dict_saver import save
-
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=Path(directory) / SHARDED_DIR)
-
-
-def load_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Load model and optimizer from ``directory/distcp``, re-sharded to this world size.
-
-    Works for a plain model in a single process too (the shards are assembled).
-    """
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.distributed.checkpoint.state_dict_loader import load
-
-    if not has_sharded_state(directory):
-        raise DistributedError(
-            f"{directory} holds no sharded (FSDP) state in {SHARDED_DIR}/: it was written by a "
-            "single-process or DDP run, and an FSDP job resumes only FSDP checkpoints. Resume it "
-            "the way it was written, or start a new run from its weights with "
-            f"train.init_from={directory}."
-        )
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optimizer": optim_sd}
-    with warnings.catch_warnings():
-        # Without a process group (a single process resuming an FSDP run) DCP says it assumes a
-        # single-process load: that is the intent here.
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        load(state, checkpoint_id=Path(directory) / SHARDED_DIR)
-    set_state_dict(
-        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"]
-    )
-
-
-def shared_directory(directory: Path | None, info: DistInfo) -> Path:
-    """Rank 0's directory (a checkpoint's temporary folder), on every rank."""
-    path = broadcast_object(str(directory) if directory is not None else None, info)
-    if path is None:
-        raise RuntimeError("rank 0 did not provide a directory")
-    return Path(path)
-
-
-def save_distributed_checkpoint(
-    run_dir: Path,
-    step: int,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    model_cfg: Any,
-    trainer_state: dict[str, Any],
-    info: DistInfo,
-    *,
-    keep: int,
-    extra_files: Callable[[Path], None] | None = None,
-) -> Path:
-    """The distributed twin of ``checkpointing.save_checkpoint``. Every rank calls it.
-
-    Same layout, same atomic write (rank 0 owns the temporary directory, writes ``COMPLETE`` and
-    renames it), plus: ``trainer_state.pt`` holds every rank's RNG and loader state under
-    ``rank_states``, the world size and the parallelism. Under FSDP2 the optimizer (and a copy of
-    the model) are in ``distcp/``, one file per rank written by that rank — the only files a rank
-    other than 0 ever writes — and ``model.safetensors`` is the consolidated full model.
-    """
-    from enlace_model.checkpoint import TRAINER_STATE_FILE, atomic_checkpoint
-
-    from enlace_train.checkpointing import prune_checkpoints
-
-    sharded = is_sharded(model)
-    rank_states = gather_rank_states(
-        {"rng": trainer_state["rng"], "loader": trainer_state["loader"]}, info
-    )
-    writing = atomic_checkpoint(run_dir, step) if info.is_main else nullcontext(None)
-    with writing as tmp:
-        local = Path(tmp) if tmp is not None else None
-        save_consolidated_model(local, model, model_cfg, info)
-        if sharded:
-            save_sharded(shared_directory(local, info), model, optimizer)
-        if info.is_main:
-            assert local is not None
-            state = {
-                **trainer_state,
-                "optimizer": None if sharded else trainer_state["optimizer"],
-                "world_size": info.world_size,
-                "parallelism": "fsdp" if sharded else "ddp",
-                RANK_STATES_KEY: rank_states,
-            }
-            torch.save(state, local / TRAINER_STATE_FILE)
-            if extra_files is not None:
-                extra_files(local)
-    if info.is_main:
-        prune_checkpoints(run_dir, keep)
-    barrier(info)  # nobody moves on (or exits) before the checkpoint is complete
-    return Path(run_dir) / "checkpoints" / f"step_{step}"

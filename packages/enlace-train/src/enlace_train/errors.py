@@ -20,3 +20,7 @@ class SetupError(TrainError):
 
 class OutOfMemory(TrainError):
     """The device ran out of memory at the profile's micro-batch size."""
+
+
+class Diverged(TrainError):
+    """The loss or the gradients stopped being finite numbers: training cannot go on."""

@@ -1,10 +1,11 @@
 """The training loop, and the plain functions it calls.
 
-Start-up runs in the order that fails fastest: the hardware profile is checked against this machine
-(backends.py), then data and model are built and checked against each other, then the run directory
-is prepared (resume from its newest complete checkpoint, or a new run, optionally from
-`train.init_from`). Only then does `train` enter the loop, which reads top to bottom:
-schedule -> micro-steps with accumulation -> unscale, clip, step -> log -> eval -> checkpoint.
+Start-up runs in the order that fails fastest: the run directory and the hardware profile are
+checked (backends.py), then data and model are built and checked against each other, then the run
+is resumed from its newest usable checkpoint or started (checkpointing.py: one path for one
+process or many). Only then does `train` enter the loop, which reads top to bottom:
+schedule -> micro-steps with accumulation -> unscale, clip, check finite, step -> log -> eval ->
+checkpoint.
 
 Exactness: everything that decides the numbers (weights, optimizer moments, GradScaler, RNGs, loader
 position, step) is in the checkpoint, the schedule is a function of the step, and the logged loss
@@ -26,22 +27,15 @@ from types import FrameType
 from typing import Any
 
 import torch
+from enlace_config import ResolvedConfig
 from enlace_config.schema import RunConfig
-from enlace_data.loader import Loader, build_loader, eval_batches
+from enlace_data.loader import Loader, build_loader, eval_batches, split_bytes_per_token
 from enlace_model import Transformer, build_model, count_parameters, flops_per_token
-from enlace_model.checkpoint import check_state_dict, load_state_dict, resolve_checkpoint
 
 from enlace_train import distributed
 from enlace_train.backends import Backend, setup_backend
-from enlace_train.checkpointing import (
-    TRAINER_STATE_FORMAT,
-    check_resume_allowed,
-    check_threads,
-    latest_checkpoint,
-    load_trainer_state,
-    save_checkpoint,
-)
-from enlace_train.errors import OutOfMemory, SetupError
+from enlace_train.checkpointing import Training, TrainProgress, resume_or_init, save
+from enlace_train.errors import Diverged, OutOfMemory, SetupError
 from enlace_train.metrics import (
     METRICS_FILE,
     MetricsWriter,
@@ -50,23 +44,12 @@ from enlace_train.metrics import (
     format_duration,
     log,
     setup_logging,
-    truncate_metrics,
 )
 from enlace_train.optim import build_optimizer
 from enlace_train.schedule import lr_at
-from enlace_train.state import provenance, rng_state, seed_everything, set_rng_state
+from enlace_train.state import seed_everything
 
 Batch = tuple[torch.Tensor, ...]  # inputs, targets (and segments for packed chat rows)
-
-
-@dataclass
-class TrainProgress:
-    """The counters a checkpoint carries besides the tensors."""
-
-    step: int = 0
-    tokens_seen: int = 0
-    skipped_steps: int = 0
-    elapsed_s: float = 0.0  # training wall time of earlier segments of this run
 
 
 @dataclass
@@ -109,6 +92,40 @@ class StopSignals:
 
 
 # ----------------------------------------------------------------------------- building blocks
+def build_train_loader(cfg: RunConfig, info: distributed.DistInfo) -> Loader:
+    """This rank's share of the training data, checked against the model's vocabulary."""
+    loader = build_loader(
+        cfg.data,
+        split="train",
+        micro_batch_size=cfg.hardware.micro_batch_size,
+        seed=cfg.train.seed,
+        rank=info.rank,
+        world_size=info.world_size,
+        vocab_size=cfg.model.vocab_size,
+    )
+    if loader.vocab_size > cfg.model.vocab_size:
+        raise SetupError(
+            f"the data ({loader.description}) has vocabulary {loader.vocab_size}, larger than "
+            f"model.vocab_size={cfg.model.vocab_size}"
+        )
+    return loader
+
+
+def build_eval_batches(
+    cfg: RunConfig, backend: Backend, info: distributed.DistInfo
+) -> tuple[list[Batch], float]:
+    """This rank's fixed validation batches, on the device, and the val split's bytes per token."""
+    batches = eval_batches(
+        cfg.data,
+        micro_batch_size=cfg.hardware.micro_batch_size,
+        rank=info.rank,
+        world_size=info.world_size,
+        vocab_size=cfg.model.vocab_size,
+    )
+    on_device = [tuple(backend.to_device(a) for a in batch) for batch in batches]
+    return on_device, split_bytes_per_token(cfg.data, "val", vocab_size=cfg.model.vocab_size)
+
+
 def micro_batch_suggestion(micro_batch: int, per_step: int) -> int | None:
     """The next micro-batch size down that still divides the per-device batch of a step."""
     smaller = [d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0]
@@ -132,11 +149,80 @@ def out_of_memory(cfg: RunConfig, world_size: int) -> OutOfMemory:
     )
 
 
+DIVERGED_FIX = (
+    "Nothing was saved from it: the run's checkpoints hold the last good state. Lower train.lr, "
+    "check model.init_std and train.weight_decay, then resume or restart the run."
+)
+
+
+def train_step(
+    training: Training,
+    wrapped: torch.nn.Module,
+    forward: Callable[..., Any],
+    cfg: RunConfig,
+    lr: float,
+    accum: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One optimizer step: micro-steps with accumulation -> unscale, clip -> check that loss and
+    gradients are finite -> step. Returns the step's mean cross-entropy, z-loss and gradient norm.
+
+    The loss is divided by `accum` so k micro-batches of b make one batch of k*b. In float32 and
+    bfloat16 a non-finite loss or gradient stops the run before the step is taken; with
+    float16's GradScaler such steps are skipped, and only a long streak of them stops it."""
+    tc, backend, info = cfg.train, training.backend, training.info
+    optimizer, scaler, prog = training.optimizer, training.scaler, training.progress
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group["lr_scale"]  # Muon's matrices have their own peak
+    ce_sum = torch.zeros((), device=backend.device)
+    z_sum = torch.zeros((), device=backend.device)
+    try:
+        for micro in range(accum):
+            batch = [backend.to_device(a) for a in next(training.loader)]  # x, y (, segments)
+            # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only
+            with distributed.gradient_sync(wrapped, micro == accum - 1):
+                with backend.autocast():
+                    out = forward(*batch, z_loss_weight=tc.z_loss_weight)
+                scaler.scale(out.loss / accum).backward()
+            ce_sum += out.ce_loss.detach().float()
+            z_sum += out.z_loss.detach().float()
+    except torch.OutOfMemoryError as exc:
+        raise out_of_memory(cfg, info.world_size) from exc
+    scaler.unscale_(optimizer)
+    grad_norm = distributed.clip_grad_norm(training.model, tc.grad_clip or math.inf)  # FSDP: global
+    ce, z = ce_sum / accum, z_sum / accum
+    finite = bool(torch.isfinite(ce + z) & torch.isfinite(grad_norm))
+    if distributed.any_rank(not finite, info) and not scaler.is_enabled():
+        raise Diverged(
+            f"step {prog.step + 1}: loss {float(ce):.4g}, gradient norm {float(grad_norm):.4g}: "
+            f"not finite in {cfg.hardware.dtype}, the training diverged. {DIVERGED_FIX}"
+        )
+    scale_before = scaler.get_scale()
+    scaler.step(optimizer)  # float16: a step with inf/nan gradients is skipped
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    skipped = scaler.is_enabled() and scaler.get_scale() < scale_before
+    prog.skipped_steps += int(skipped)
+    prog.skip_streak = prog.skip_streak + 1 if skipped else 0
+    if prog.skip_streak > tc.max_skipped_steps_in_a_row:
+        raise Diverged(
+            f"steps {prog.step + 2 - prog.skip_streak}-{prog.step + 1}: {prog.skip_streak} "
+            "optimizer steps in a row skipped by the float16 GradScaler (inf/nan gradients; loss "
+            f"scale now {scaler.get_scale():g}), more than train.max_skipped_steps_in_a_row="
+            f"{tc.max_skipped_steps_in_a_row}: the training diverged. {DIVERGED_FIX}"
+        )
+    prog.step += 1
+    return ce, z, grad_norm
+
+
 @torch.no_grad()
 def evaluate(
-    model: torch.nn.Module, batches: list[Batch], backend: Backend, bytes_per_token: float
+    model: torch.nn.Module,
+    batches: list[Batch],
+    backend: Backend,
+    bytes_per_token: float,
+    info: distributed.DistInfo,
 ) -> tuple[float, float]:
-    """Mean validation cross-entropy (nats/token) and bits per byte, on the fixed val batches."""
+    """Mean validation cross-entropy (nats/token) and bits per byte over all ranks' fixed batches."""
     was_training = model.training
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=backend.device)
@@ -145,39 +231,9 @@ def evaluate(
             total += model(*batch).ce_loss.double()
     model.train(was_training)
     val_loss = float(total.item()) / len(batches)
-    return val_loss, val_loss / math.log(2) / bytes_per_token
-
-
-def trainer_state(
-    *,
-    progress: TrainProgress,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    loader: Loader,
-    backend: Backend,
-    resolved: Any,
-    init_from: str | None,
-) -> dict[str, Any]:
-    """Everything besides the weights that a resumed run needs to continue bit for bit (plain data
-    and tensors only: it loads with weights_only=True)."""
-    return {
-        "format": TRAINER_STATE_FORMAT,
-        "step": progress.step,
-        "tokens_seen": progress.tokens_seen,
-        "skipped_steps": progress.skipped_steps,
-        "elapsed_s": progress.elapsed_s,
-        "optimizer": optimizer.state_dict(),
-        "scheduler": {"kind": "wsd", "step": progress.step},
-        "grad_scaler": scaler.state_dict(),
-        "rng": rng_state(backend.rng_state()),
-        "loader": loader.state_dict(),
-        "num_threads": torch.get_num_threads(),
-        "world_size": 1,
-        "config": resolved.to_dict(),
-        "origins": resolved.origins_as_text(),
-        "init_from": init_from,
-        **provenance(),
-    }
+    val_bpb = val_loss / math.log(2) / bytes_per_token
+    val_loss, val_bpb = distributed.reduce_mean([val_loss, val_bpb], info)  # all ranks' share
+    return val_loss, val_bpb
 
 
 def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
@@ -211,34 +267,32 @@ def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
     return write
 
 
-def _load_weights(model: Transformer, checkpoint: Path) -> None:
-    """The checkpoint's weights into `model` (safetensors; a shape mismatch names the tensor)."""
-    state = load_state_dict(checkpoint)
-    check_state_dict(state, model, str(checkpoint))
-    distributed.load_full_weights(model, state)  # plain, DDP or FSDP2-sharded model
-
-
 # ----------------------------------------------------------------------------- the run
-def train(resolved: Any) -> TrainSummary:
-    """Run (or resume) the training described by a resolved config (enlace_config.ResolvedConfig)."""
-    cfg: RunConfig = resolved.config
+def train(resolved: ResolvedConfig) -> TrainSummary:
+    """Run (or resume) the training described by a resolved config."""
+    cfg = resolved.config
     hw = cfg.hardware
+    run_dir = Path(cfg.run.out_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SetupError(f"run.out_dir={cfg.run.out_dir!r} is a file, not a directory")
     progress_line = Progress()
     # under torchrun: this rank's GPU, before any CUDA call
     distributed.bind_local_device(hw.device)
     backend = setup_backend(hw)  # exits through HardwareError before any data is read
     # Under torchrun, join the process group only now: every rank has checked its hardware.
     info = distributed.init_distributed(hw.device)
-    run_dir = Path(cfg.run.out_dir)
     if info.is_main:  # only rank 0 writes files and logs; the others print warnings and errors
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SetupError(f"run.out_dir={cfg.run.out_dir!r} cannot be created: {exc}") from exc
         setup_logging(run_dir, progress_line)
     else:
         progress_line.active = False
         setup_logging(None, progress_line)
         log.setLevel(logging.WARNING)
     try:
-        return _train(resolved, cfg, backend, run_dir, progress_line, info)
+        return _train(resolved, backend, progress_line, info)
     finally:
         progress_line.clear()
         close_logging()
@@ -246,252 +300,71 @@ def train(resolved: Any) -> TrainSummary:
 
 
 def _train(
-    resolved: Any,
-    cfg: RunConfig,
+    resolved: ResolvedConfig,
     backend: Backend,
-    run_dir: Path,
     progress_line: Progress,
     info: distributed.DistInfo,
 ) -> TrainSummary:
-    tc, hw = cfg.train, cfg.hardware
-    world_size, rank = info.world_size, info.rank
+    cfg = resolved.config
+    tc, hw, run_dir = cfg.train, cfg.hardware, Path(cfg.run.out_dir)
     seed_everything(tc.seed)
     # --- data and model, checked against each other
-    loader = build_loader(
-        cfg.data,
-        split="train",
-        micro_batch_size=hw.micro_batch_size,
-        seed=tc.seed,
-        rank=rank,
-        world_size=world_size,
-        vocab_size=cfg.model.vocab_size,
-    )
-    val_loader = build_loader(
-        cfg.data,
-        split="val",
-        micro_batch_size=hw.micro_batch_size,
-        seed=tc.seed,
-        vocab_size=cfg.model.vocab_size,
-    )
-    bytes_per_token = val_loader.bytes_per_token
-    val_batches = [
-        tuple(backend.to_device(a) for a in batch)
-        for batch in eval_batches(
-            cfg.data,
-            micro_batch_size=hw.micro_batch_size,
-            rank=rank,
-            world_size=world_size,
-            vocab_size=cfg.model.vocab_size,
-        )
-    ]
-    if loader.vocab_size > cfg.model.vocab_size:
-        raise SetupError(
-            f"the data ({loader.description}) has vocabulary {loader.vocab_size}, larger than "
-            f"model.vocab_size={cfg.model.vocab_size}"
-        )
+    loader = build_train_loader(cfg, info)
+    val_batches, bytes_per_token = build_eval_batches(cfg, backend, info)
     model = build_model(cfg.model, attention=hw.attention).to(backend.device)
     wrapped = distributed.wrap_model(model, tc.parallelism, info)  # torchrun: DDP or FSDP2 shards
     optimizer = build_optimizer(model, cfg, backend)
     scaler = distributed.grad_scaler_for(backend.grad_scaler(), model)
-    accum = cfg.grad_accumulation_steps(world_size)
-    tokens_per_step = tc.global_batch_size * cfg.data.context_length
-    # per device: MFU compares tokens/s of all ranks with one board's peak times the world size
-    flops_per_tok = flops_per_token(cfg.model, cfg.data.context_length) / world_size
-
+    training = Training(model, optimizer, scaler, loader, backend, info)
+    accum = cfg.grad_accumulation_steps(info.world_size)  # exits 2 if the batch does not split
     # --- the run directory: resume, init_from, or a new run
-    prog = TrainProgress()
-    init_from = tc.init_from
-    checkpoint = distributed.broadcast_object(
-        latest_checkpoint(run_dir) if info.is_main else None, info
-    )
-    metrics_path = run_dir / METRICS_FILE
-    if checkpoint is not None:
-        state = load_trainer_state(checkpoint)
-        allowed = check_resume_allowed(
-            state["config"],
-            resolved.to_dict(),
-            dict(resolved.origins),
-            checkpoint=checkpoint,
-            step=state["step"],
-        )
-        check_threads(
-            state["num_threads"],
-            torch.get_num_threads(),
-            allow_change=tc.allow_thread_change,
-            checkpoint=checkpoint,
-        )
-        if distributed.is_sharded(model) or distributed.has_sharded_state(checkpoint):
-            distributed.load_sharded(checkpoint, model, optimizer)  # FSDP: re-sharded on load
-        else:
-            _load_weights(model, checkpoint)
-            optimizer.load_state_dict(state["optimizer"])
-        if state["grad_scaler"]:
-            scaler.load_state_dict(state["grad_scaler"])
-        mine, world_size_warning = distributed.rank_resume_state(state, info)  # this rank's own
-        loader.load_state_dict(mine["loader"])
-        backend.set_rng_state(set_rng_state(mine["rng"]))
-        if world_size_warning:
-            log.warning(world_size_warning)
-        prog = TrainProgress(
-            state["step"], state["tokens_seen"], state["skipped_steps"], state["elapsed_s"]
-        )
-        init_from = state.get("init_from")
-        kept = truncate_metrics(metrics_path, prog.step) if info.is_main else 0
-        log.info(
-            "resuming %s from %s (step %d; metrics.jsonl cut back to %d rows)%s",
-            cfg.run.name,
-            checkpoint,
-            prog.step,
-            kept,
-            f"; allowed changes: {'; '.join(allowed)}" if allowed else "",
-        )
-    else:
-        if info.is_main:
-            truncate_metrics(metrics_path, 0)
-        if tc.init_from:
-            source = resolve_checkpoint(tc.init_from)
-            _load_weights(model, source)
-            if tc.init_optimizer:
-                distributed.refuse_sharded(model, "train.init_optimizer")
-                optimizer.load_state_dict(load_trainer_state(source)["optimizer"])
-            log.info(
-                "new run %s initialised from %s (weights%s; not an exact resume)",
-                cfg.run.name,
-                source,
-                " and optimizer state" if tc.init_optimizer else "",
-            )
+    resume_or_init(training, resolved)
     if info.is_main:
         (run_dir / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
-
-    n_params = count_parameters(model, include_embeddings=False)
-    log.info("run %s -> %s | %s", cfg.run.name, run_dir, backend.describe())
-    log.info(
-        "data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
-        "accumulation | %d threads",
-        loader.description,
-        n_params / 1e6,
-        tc.global_batch_size,
-        cfg.data.context_length,
-        hw.micro_batch_size,
-        accum,
-        torch.get_num_threads(),
-    )
+    log_start(cfg, backend, loader, model, accum)
+    prog = training.progress
     if prog.step >= tc.max_steps:
         log.info("run already complete at step %d (train.max_steps=%d)", prog.step, tc.max_steps)
         return TrainSummary(run_dir, prog.step, False, None, None, [], prog.elapsed_s)
 
+    # --- the loop
+    metrics_path = run_dir / METRICS_FILE
     metrics = MetricsWriter(metrics_path) if info.is_main else distributed.NullMetricsWriter()
+    tokenizer_files = write_tokenizer(cfg) if info.is_main else None
     signals = StopSignals()
     signals.install()
     model.train()
-    train_model = torch.compile(wrapped) if hw.compile else wrapped
+    forward = torch.compile(wrapped) if hw.compile else wrapped
     summary = TrainSummary(run_dir, prog.step, False, None, None)
+    tokens_per_step = tc.global_batch_size * cfg.data.context_length
     meter = Throughput(prog.step, prog.elapsed_s, tokens_per_step)
-
-    tokenizer_files = write_tokenizer(cfg) if info.is_main else None
-
-    def save(step: int) -> None:
-        state = trainer_state(
-            progress=prog,
-            optimizer=optimizer,
-            scaler=scaler,
-            loader=loader,
-            backend=backend,
-            resolved=resolved,
-            init_from=init_from,
-        )
-        # torchrun: rank 0 writes (FSDP: each rank its shard), with every rank's RNG and data state
-        if info.distributed:
-            path = distributed.save_distributed_checkpoint(
-                run_dir,
-                step,
-                model,
-                optimizer,
-                cfg.model,
-                state,
-                info,
-                keep=tc.keep_checkpoints,
-                extra_files=tokenizer_files,
-            )
-        else:
-            path = save_checkpoint(
-                run_dir,
-                step,
-                model,
-                cfg.model,
-                state,
-                keep=tc.keep_checkpoints,
-                extra_files=tokenizer_files,
-            )
-        log.info("checkpoint %s", path)
-
     try:
         while prog.step < tc.max_steps:
             lr = lr_at(prog.step, tc)  # schedule
-            for group in optimizer.param_groups:
-                group["lr"] = lr * group["lr_scale"]  # Muon's matrices have their own peak
-            # micro-steps: the loss is divided by `accum` so k micro-batches of b make one batch of k*b
-            ce_sum = torch.zeros((), device=backend.device)
-            z_sum = torch.zeros((), device=backend.device)
-            try:
-                for micro in range(accum):
-                    batch = [backend.to_device(a) for a in next(loader)]  # x, y (, segments)
-                    # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only
-                    with distributed.gradient_sync(wrapped, micro == accum - 1):
-                        with backend.autocast():
-                            out = train_model(*batch, z_loss_weight=tc.z_loss_weight)
-                        scaler.scale(out.loss / accum).backward()
-                    ce_sum += out.ce_loss.detach().float()
-                    z_sum += out.z_loss.detach().float()
-            except torch.OutOfMemoryError as exc:
-                raise out_of_memory(cfg, world_size) from exc
-            # unscale, clip (the norm is logged either way), step; fp16 steps with inf/nan are skipped
-            scaler.unscale_(optimizer)
-            grad_norm = distributed.clip_grad_norm(
-                model, tc.grad_clip or math.inf
-            )  # FSDP: global norm
-            scale_before = scaler.get_scale()
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            prog.skipped_steps += int(scaler.is_enabled() and scaler.get_scale() < scale_before)
-            prog.step += 1
+            ce, z, grad_norm = train_step(training, wrapped, forward, cfg, lr, accum)
             prog.tokens_seen += tokens_per_step
-            step = prog.step
             prog.elapsed_s = meter.elapsed()
+            step = prog.step
             stop = distributed.any_rank(bool(signals.requested), info)  # all ranks stop at one step
             if step % tc.log_every == 0 or step == tc.max_steps:  # log
                 backend.synchronize()
-                loss, z_loss = distributed.reduce_mean(
-                    [(ce_sum / accum).item(), (z_sum / accum).item()], info
-                )
-                row = {
-                    "step": step,
-                    "loss": loss,
-                    "z_loss": z_loss,
-                    "lr": lr,
-                    "grad_norm": float(grad_norm),
-                    **meter.measure(step, tc.max_steps),
-                }
-                log_step(row, metrics, cfg, prog, backend, scaler, flops_per_tok)
+                loss, z_loss = distributed.reduce_mean([ce.item(), z.item()], info)
+                row = {"step": step, "loss": loss, "z_loss": z_loss, "lr": lr}
+                row |= {"grad_norm": float(grad_norm), **meter.measure(step, tc.max_steps)}
+                log_step(row, metrics, cfg, prog, backend, scaler, info)
                 summary.tokens_per_s.append(row["tokens_per_s"])
             with meter.aside():  # evaluation and checkpoints are kept out of tokens/s
                 if step % tc.eval_every == 0 or step == tc.max_steps:
-                    val_loss, val_bpb = evaluate(model, val_batches, backend, bytes_per_token)
-                    val_loss, val_bpb = distributed.reduce_mean(
-                        [val_loss, val_bpb], info
-                    )  # all ranks' share
-                    metrics.write({"step": step, "val_loss": val_loss, "val_bpb": val_bpb})
-                    log.info(
-                        "step %d | val loss %.4f | val bits/byte %.4f", step, val_loss, val_bpb
-                    )
-                    summary.final_val_loss, summary.final_val_bpb = val_loss, val_bpb
+                    val = evaluate(model, val_batches, backend, bytes_per_token, info)
+                    metrics.write({"step": step, "val_loss": val[0], "val_bpb": val[1]})
+                    log.info("step %d | val loss %.4f | val bits/byte %.4f", step, *val)
+                    summary.final_val_loss, summary.final_val_bpb = val
                     if cfg.data.kind == "chat" and info.is_main:
                         from enlace_train.chat_eval import log_chat_eval
 
                         log_chat_eval(model, cfg, backend, step, metrics)
                 if step % tc.checkpoint_every == 0 or step == tc.max_steps or stop:
-                    save(step)
+                    log.info("checkpoint %s", save(training, resolved, extra_files=tokenizer_files))
             progress_line.update(
                 f"[{cfg.run.name}] step {step}/{tc.max_steps} ({100 * step / tc.max_steps:.0f}%) "
                 f"elapsed {format_duration(prog.elapsed_s)}"
@@ -510,6 +383,28 @@ def _train(
         metrics.close()
     summary.step, summary.elapsed_s = prog.step, prog.elapsed_s
     return summary
+
+
+def log_start(
+    cfg: RunConfig,
+    backend: Backend,
+    loader: Loader,
+    model: Transformer,
+    accum: int,
+) -> None:
+    """The run's first log lines: where it writes, the hardware, the data, the model, the batch."""
+    log.info("run %s -> %s | %s", cfg.run.name, cfg.run.out_dir, backend.describe())
+    log.info(
+        "data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
+        "accumulation | %d threads",
+        loader.description,
+        count_parameters(model, include_embeddings=False) / 1e6,
+        cfg.train.global_batch_size,
+        cfg.data.context_length,
+        cfg.hardware.micro_batch_size,
+        accum,
+        torch.get_num_threads(),
+    )
 
 
 class Throughput:
@@ -552,10 +447,12 @@ def log_step(
     prog: TrainProgress,
     backend: Backend,
     scaler: torch.amp.GradScaler,
-    flops_per_tok: float,
+    info: distributed.DistInfo,
 ) -> None:
     """Complete a logged step's row (MFU, memory, counters), append it to metrics.jsonl, print it."""
     peak = cfg.hardware.peak_flops
+    # per device: MFU compares tokens/s of all ranks with one board's peak times the world size
+    flops_per_tok = flops_per_token(cfg.model, cfg.data.context_length) / info.world_size
     row["mfu"] = flops_per_tok * row["tokens_per_s"] / peak if peak else None
     row.update(
         tokens_seen=prog.tokens_seen,

@@ -77,6 +77,18 @@ class TrainConfig(StrictModel):
     parallelism: Literal["ddp", "fsdp"] = Field(
         "ddp", description="Under torchrun: data parallel (ddp) or sharded (fsdp, FSDP2)."
     )
+    on_corrupt_checkpoints: Literal["stop", "restart"] = Field(
+        "stop",
+        description="When the run directory holds checkpoints and none of them can be resumed "
+        "(damaged, incomplete, not this model's): stop and list them (stop), or start the run "
+        "over from step 0 (restart), moving them and metrics.jsonl to checkpoints/corrupt/.",
+    )
+    max_skipped_steps_in_a_row: PositiveInt = Field(
+        50,
+        description="float16 with a GradScaler: optimizer steps skipped for inf/nan gradients are "
+        "expected now and then; this many in a row stops the run (it is diverging). In float32 "
+        "and bfloat16 the first non-finite loss or gradient stops it.",
+    )
     allow_thread_change: bool = Field(
         False,
         description="On resume, accept a CPU thread count different from the checkpoint's. "
