@@ -83,6 +83,7 @@ def test_all_checkpoints_unusable_stops_naming_each_and_keeps_everything(base, t
     assert "train.on_corrupt_checkpoints=restart" in err and "Traceback" not in err
     assert (run_dir / "metrics.jsonl").read_bytes() == metrics  # never truncated silently
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "best",
         "step_12",
         "step_4",
         "step_8",
@@ -98,6 +99,7 @@ def test_restart_when_asked_sets_them_and_the_metrics_aside(base, tmp_path, h):
     assert summary.step == 12
     aside = run_dir / "checkpoints" / "corrupt"
     assert sorted(p.name for p in aside.iterdir()) == [
+        "best",  # the old run's best weights, kept (the new run has its own)
         "metrics.jsonl",
         "step_12",
         "step_4",

@@ -186,28 +186,29 @@ def _remove_stale_temporaries(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_checkpoint(run_dir: PathLike, step: int) -> Iterator[Path]:
+def atomic_checkpoint(run_dir: PathLike, step: int, name: str | None = None) -> Iterator[Path]:
     """Yield a temporary directory inside RUN_DIR/checkpoints/ to write a checkpoint into.
 
     On a clean exit: COMPLETE (sha256 of every file) is written, everything fsynced, and the
-    directory renamed to step_<N> (replacing an older step_<N>). On an exception the temporary
+    directory renamed to step_<N> (or `name`, e.g. "best": not a step directory, so never resumed
+    from nor pruned), replacing an older one of that name. On an exception the temporary
     directory is removed and the exception propagates: no partial step_<N> ever exists."""
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}")
     root = Path(run_dir) / CHECKPOINTS_DIR
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(root)
-    tmp = root / f"{_TMP_PREFIX}step_{step}-{os.getpid()}"
+    final = root / (name or f"step_{step}")
+    tmp = root / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
         yield tmp
         _write_complete(tmp, step)
-        final = root / f"step_{step}"
         old = None
         if final.exists():
-            old = root / f"{_TMP_PREFIX}old-step_{step}-{os.getpid()}"
+            old = root / f"{_TMP_PREFIX}old-{final.name}-{os.getpid()}"
             os.replace(final, old)
         os.replace(tmp, final)
         _fsync_dir(root)

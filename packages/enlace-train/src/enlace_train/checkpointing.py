@@ -111,6 +111,8 @@ class TrainProgress:
     skipped_steps: int = 0
     elapsed_s: float = 0.0  # training wall time of earlier segments of this run
     skip_streak: int = 0  # float16: optimizer steps skipped in a row by the GradScaler, up to now
+    best_val_bpb: float | None = None  # the lowest validation bits/byte so far (checkpoints/best)
+    best_step: int | None = None
 
 
 @dataclass
@@ -128,6 +130,9 @@ class Training:
 
 
 # ----------------------------------------------------------------------------- saving
+BEST_DIR = "best"
+
+
 def trainer_state(training: Training, resolved: ResolvedConfig) -> dict[str, Any]:
     """Everything besides the weights that a resumed run needs to continue bit for bit (plain data
     and tensors only: it loads with weights_only=True)."""
@@ -139,6 +144,8 @@ def trainer_state(training: Training, resolved: ResolvedConfig) -> dict[str, Any
         "tokens_seen": prog.tokens_seen,
         "skipped_steps": prog.skipped_steps,
         "skip_streak": prog.skip_streak,
+        "best_val_bpb": prog.best_val_bpb,
+        "best_step": prog.best_step,
         "elapsed_s": prog.elapsed_s,
         "optimizer": None if sharded else training.optimizer.state_dict(),  # FSDP: in distcp/
         "scheduler": {"kind": "wsd", "step": prog.step},
@@ -184,6 +191,28 @@ def save(
         prune_checkpoints(run_dir, resolved.config.train.keep_checkpoints)
     distributed.barrier(info)  # nobody moves on (or exits) before the checkpoint is complete
     return path
+
+
+def save_best(
+    training: Training, resolved: ResolvedConfig, *, extra_files: Callable[[Path], None] | None
+) -> Path:
+    """Write the weights (and tokenizer files) of the best evaluation so far to
+    RUN_DIR/checkpoints/best/, atomically, replacing the previous best. Not a step directory: a run
+    never resumes from it and pruning never touches it; `load_model`, `sample` and the exports read
+    it like any checkpoint. Every rank calls it (FSDP gathers the full weights)."""
+    info, run_dir = training.info, Path(resolved.config.run.out_dir)
+    writing = (
+        atomic_checkpoint(run_dir, training.progress.step, name=BEST_DIR)
+        if info.is_main
+        else nullcontext(None)
+    )
+    with writing as tmp:
+        local = Path(tmp) if tmp is not None else None
+        _save_full_model(local, training.model, resolved.config.model, info)
+        if local is not None and extra_files is not None:
+            extra_files(local)
+    distributed.barrier(info)
+    return run_dir / CHECKPOINTS_DIR / BEST_DIR
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:
@@ -506,6 +535,8 @@ def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any)
         state["skipped_steps"],
         state["elapsed_s"],
         state.get("skip_streak", 0),
+        state.get("best_val_bpb"),
+        state.get("best_step"),
     )
     training.init_from = state.get("init_from")
     metrics = Path(resolved.config.run.out_dir) / METRICS_FILE
@@ -521,11 +552,12 @@ def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any)
 
 
 def _keep_old_metrics(run_dir: Path) -> None:
-    metrics = run_dir / METRICS_FILE
-    if metrics.exists():
-        kept = _aside(run_dir, METRICS_FILE)
-        metrics.replace(kept)
-        log.warning("WARNING: restarting from step 0; the old %s is kept as %s", METRICS_FILE, kept)
+    """A restart from step 0 keeps the old run's metrics and best weights beside the corrupt ones."""
+    for old in (run_dir / METRICS_FILE, run_dir / CHECKPOINTS_DIR / BEST_DIR):
+        if old.exists():
+            kept = _aside(run_dir, old.name)
+            old.replace(kept)
+            log.warning("WARNING: restarting from step 0; the old %s is kept as %s", old.name, kept)
 
 
 def _init(training: Training, resolved: ResolvedConfig) -> None:

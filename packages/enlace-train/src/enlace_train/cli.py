@@ -138,7 +138,7 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
     from enlace_data import DataError
 
     from enlace_train.errors import TrainError
-    from enlace_train.trainer import train
+    from enlace_train.trainer import final_line, train
 
     try:
         summary = train(resolved)
@@ -153,10 +153,7 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
             f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", exc, debug, 1
         )
     if summary.final_val_bpb is not None and os.environ.get("RANK", "0") == "0":  # torchrun: once
-        print(
-            f"done: step {summary.step}, val loss {summary.final_val_loss:.4f}, "
-            f"val bits/byte {summary.final_val_bpb:.4f}, run directory {summary.run_dir}"
-        )
+        print(final_line(summary))
     return 0
 
 

@@ -34,7 +34,7 @@ from enlace_model import Transformer, build_model, count_parameters, flops_per_t
 
 from enlace_train import distributed
 from enlace_train.backends import Backend, setup_backend
-from enlace_train.checkpointing import Training, TrainProgress, resume_or_init, save
+from enlace_train.checkpointing import Training, TrainProgress, resume_or_init, save, save_best
 from enlace_train.errors import Diverged, OutOfMemory, SetupError
 from enlace_train.metrics import (
     METRICS_FILE,
@@ -43,6 +43,7 @@ from enlace_train.metrics import (
     close_logging,
     format_duration,
     log,
+    read_metrics,
     setup_logging,
 )
 from enlace_train.optim import build_optimizer
@@ -63,6 +64,8 @@ class TrainSummary:
     final_val_bpb: float | None
     tokens_per_s: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
+    best_val_bpb: float | None = None  # kept in checkpoints/best
+    best_step: int | None = None
 
 
 class StopSignals:
@@ -359,6 +362,9 @@ def _train(
                     metrics.write({"step": step, "val_loss": val[0], "val_bpb": val[1]})
                     log.info("step %d | val loss %.4f | val bits/byte %.4f", step, *val)
                     summary.final_val_loss, summary.final_val_bpb = val
+                    if prog.best_val_bpb is None or val[1] < prog.best_val_bpb:
+                        prog.best_val_bpb, prog.best_step = val[1], step
+                        save_best(training, resolved, extra_files=tokenizer_files)
                     if cfg.data.kind == "chat" and info.is_main:
                         from enlace_train.chat_eval import log_chat_eval
 
@@ -382,7 +388,28 @@ def _train(
         signals.restore()
         metrics.close()
     summary.step, summary.elapsed_s = prog.step, prog.elapsed_s
+    summary.best_val_bpb, summary.best_step = prog.best_val_bpb, prog.best_step
     return summary
+
+
+def final_line(summary: TrainSummary) -> str:
+    """The run's last line: its final figure and, when that is not its best, says so plainly."""
+    line = (
+        f"done: step {summary.step}, val loss {summary.final_val_loss:.4f}, "
+        f"val bits/byte {summary.final_val_bpb:.4f}"
+    )
+    best = summary.best_val_bpb
+    if best is not None and summary.final_val_bpb is not None and summary.final_val_bpb > best:
+        later = [
+            r for r in read_metrics(summary.run_dir / METRICS_FILE)
+            if "val_bpb" in r and r["step"] > (summary.best_step or 0)
+        ]  # fmt: skip
+        line += (
+            f" -- WORSE than its best, {best:.4f} at step {summary.best_step}: validation rose over "
+            f"the last {len(later)} evaluation(s); the best weights are in "
+            f"{summary.run_dir / 'checkpoints' / 'best'}"
+        )
+    return f"{line}, run directory {summary.run_dir}"
 
 
 def log_start(
