@@ -17,7 +17,8 @@ from collections.abc import Sequence
 USAGE = """\
 enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
-enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal"""
+enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal
+enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files"""
 
 EXIT_BAD_INPUT = 2
 
@@ -74,6 +75,27 @@ def _chat_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="enlace-train eval",
+        description="Bits per byte of a model on UTF-8 text files, scored with a sliding window "
+        "(every byte once; enlace_train/evaluate_text.py documents the rules). Prints one line, "
+        "then the result as JSON (or writes it to --json).",
+    )
+    p.add_argument("model", help="a run directory, a checkpoint directory or an exported folder")
+    p.add_argument("files", nargs="+", help="UTF-8 text files")
+    p.add_argument("--window", type=int, default=None, help="tokens per window (default: context)")
+    p.add_argument(
+        "--stride", type=int, default=None, help="tokens between windows (default: window/2)"
+    )
+    p.add_argument("--batch-size", type=int, default=8, help="windows per forward pass")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--json", default=None, help="write the JSON result here instead of stdout")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
 def chat_cli(argv: Sequence[str]) -> int:
     ns = _chat_parser().parse_args(list(argv))
     try:
@@ -93,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return sample_main(args[1:])
     if args and args[0] == "chat":
         return chat_cli(args[1:])
+    if args and args[0] == "eval":
+        return eval_main(args[1:])
     ns = _train_parser().parse_args(args)
     return train_main(ns.config, ns.overrides, debug=ns.debug)
 
@@ -155,6 +179,47 @@ def sample_main(argv: Sequence[str]) -> int:
     except (FileNotFoundError, ValueError) as exc:  # DataError, missing or corrupt checkpoints
         return _fail(str(exc), exc, ns.debug)
     print(text)
+    return 0
+
+
+def eval_main(argv: Sequence[str]) -> int:
+    import json
+
+    ns = _eval_parser().parse_args(list(argv))
+    try:
+        from tqdm import tqdm
+
+        from enlace_train.evaluate_text import evaluate_checkpoint
+
+        bar = tqdm(unit="window", file=sys.stderr, disable=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        score, checkpoint = evaluate_checkpoint(
+            ns.model,
+            ns.files,
+            window=ns.window,
+            stride=ns.stride,
+            batch_size=ns.batch_size,
+            device=ns.device,
+            dtype=ns.dtype,
+            progress=progress,
+        )
+        bar.close()
+    except (FileNotFoundError, ValueError, UnicodeDecodeError) as exc:  # also CheckpointError
+        return _fail(str(exc), exc, ns.debug)
+    print(
+        f"bits/byte {score.bits_per_byte:.4f} on {len(score.files)} file(s), {score.bytes} bytes, "
+        f"{score.tokens} tokens (window {score.window}, stride {score.stride}) | {checkpoint}"
+    )
+    result = {"checkpoint": str(checkpoint), **score.to_dict()}
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    else:
+        print(json.dumps(result))
     return 0
 
 
