@@ -18,7 +18,8 @@ USAGE = """\
 enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
 enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal
-enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files"""
+enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files
+enlace-train report RUN_DIR... [--out DIR]       a Markdown page and plots of one or more runs"""
 
 EXIT_BAD_INPUT = 2
 
@@ -117,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return chat_cli(args[1:])
     if args and args[0] == "eval":
         return eval_main(args[1:])
+    if args and args[0] == "report":
+        return report_main(args[1:])
     ns = _train_parser().parse_args(args)
     return train_main(ns.config, ns.overrides, debug=ns.debug)
 
@@ -220,6 +223,33 @@ def eval_main(argv: Sequence[str]) -> int:
             json.dump(result, f, indent=2)
     else:
         print(json.dumps(result))
+    return 0
+
+
+def report_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="enlace-train report",
+        description="Write report.md, PNG plots (loss, validation bits/byte, lr, gradient norm, "
+        "tokens/s against tokens seen; one line per run) and report.json for run directories.",
+    )
+    p.add_argument("runs", nargs="+", help="run directories (runs/NAME)")
+    p.add_argument("--out", default=None, help="report folder (default: FIRST_RUN/report)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    ns = p.parse_args(list(argv))
+    try:
+        from enlace_train.report import write_report
+
+        page = write_report(ns.runs, ns.out or f"{ns.runs[0]}/report")
+    except ModuleNotFoundError as exc:
+        return _fail(
+            f"{exc.name} is not installed: the report needs the optional dependency "
+            "(pip install 'enlace-train[report]', or uv sync in the workspace)",
+            exc,
+            ns.debug,
+        )
+    except ValueError as exc:  # ReportError
+        return _fail(str(exc), exc, ns.debug)
+    print(f"report: {page}")
     return 0
 
 
