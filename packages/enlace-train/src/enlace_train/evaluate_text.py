@@ -233,3 +233,41 @@ def evaluate_checkpoint(
         progress=progress,
     )
     return score, checkpoint
+
+
+def held_out_text(
+    cfg: Any, autocast: Callable[[], Any]
+) -> Callable[[torch.nn.Module], float] | None:
+    """The trainer's hook: a function scoring `cfg.data.eval_text_files` in bits per byte (window =
+    the training context, batches of one micro-batch), or None when no files are configured.
+    Missing or non-UTF-8 files fail here, at start-up, not at the first evaluation."""
+    from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
+
+    from enlace_train.errors import SetupError
+
+    data = cfg.data
+    if not data.eval_text_files:
+        return None
+    for path in data.eval_text_files:
+        try:
+            Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SetupError(
+                f"data.eval_text_files: {path} is not a readable UTF-8 file ({exc})"
+            ) from exc
+    tokenizer = ByteTokenizer() if data.kind == "bytes" else load_tokenizer(data.path)
+    window = data.context_length
+    stride = data.eval_text_stride or max(window // 2, 1)
+
+    def score(model: torch.nn.Module) -> float:
+        return score_text(
+            model,
+            tokenizer,
+            data.eval_text_files,
+            window=window,
+            stride=stride,
+            batch_size=cfg.hardware.micro_batch_size,
+            autocast=autocast,
+        ).bits_per_byte
+
+    return score

@@ -42,6 +42,7 @@ from enlace_train.checkpointing import (
     save_checkpoint,
 )
 from enlace_train.errors import OutOfMemory, SetupError
+from enlace_train.evaluate_text import held_out_text
 from enlace_train.metrics import (
     METRICS_FILE,
     MetricsWriter,
@@ -289,6 +290,7 @@ def _train(
             f"the data ({loader.description}) has vocabulary {loader.vocab_size}, larger than "
             f"model.vocab_size={cfg.model.vocab_size}"
         )
+    text_eval = held_out_text(cfg, backend.autocast)  # None without data.eval_text_files
     model = build_model(cfg.model, attention=hw.attention).to(backend.device)
     wrapped = distributed.wrap_model(model, tc.parallelism, info)  # torchrun: DDP or FSDP2 shards
     optimizer = build_optimizer(model, cfg, backend)
@@ -481,9 +483,18 @@ def _train(
                     val_loss, val_bpb = distributed.reduce_mean(
                         [val_loss, val_bpb], info
                     )  # all ranks' share
-                    metrics.write({"step": step, "val_loss": val_loss, "val_bpb": val_bpb})
+                    row = {"step": step, "val_loss": val_loss, "val_bpb": val_bpb}
+                    if text_eval is not None:  # every rank scores the same text (FSDP needs all)
+                        row["val_text_bpb"] = text_eval(model)
+                    metrics.write(row)
                     log.info(
-                        "step %d | val loss %.4f | val bits/byte %.4f", step, val_loss, val_bpb
+                        "step %d | val loss %.4f | val bits/byte %.4f%s",
+                        step,
+                        val_loss,
+                        val_bpb,
+                        f" | held-out text bits/byte {row['val_text_bpb']:.4f}"
+                        if text_eval
+                        else "",
                     )
                     summary.final_val_loss, summary.final_val_bpb = val_loss, val_bpb
                     if cfg.data.kind == "chat" and info.is_main:
