@@ -19,7 +19,8 @@ enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONF
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
 enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal
 enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files
-enlace-train report RUN_DIR... [--out DIR]       a Markdown page and plots of one or more runs"""
+enlace-train report RUN_DIR... [--out DIR]       a Markdown page and plots of one or more runs
+enlace-train lm-eval MODEL [--tasks ...]         Spanish benchmarks (lm-eval) on the HF export"""
 
 EXIT_BAD_INPUT = 2
 
@@ -120,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return eval_main(args[1:])
     if args and args[0] == "report":
         return report_main(args[1:])
+    if args and args[0] == "lm-eval":
+        return lm_eval_main(args[1:])
     ns = _train_parser().parse_args(args)
     return train_main(ns.config, ns.overrides, debug=ns.debug)
 
@@ -250,6 +253,56 @@ def report_main(argv: Sequence[str]) -> int:
     except ValueError as exc:  # ReportError
         return _fail(str(exc), exc, ns.debug)
     print(f"report: {page}")
+    return 0
+
+
+def lm_eval_main(argv: Sequence[str]) -> int:
+    import json
+
+    from enlace_train.harness import SPANISH_TASKS
+
+    p = argparse.ArgumentParser(
+        prog="enlace-train lm-eval",
+        description="Spanish benchmarks through EleutherAI's lm-eval on the Hugging Face export "
+        "(a run or checkpoint is exported first). Needs enlace-train[lm-eval] and the Hub.",
+    )
+    p.add_argument("model", help="a run directory, a checkpoint or an exported folder")
+    p.add_argument("--tasks", default=",".join(SPANISH_TASKS), help="comma-separated task names")
+    p.add_argument("--include", default=None, help="a folder of extra task YAML files")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--limit", type=int, default=None, help="examples per task (a quick look)")
+    p.add_argument("--json", default=None, help="write the results here too")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    ns = p.parse_args(list(argv))
+    try:
+        from enlace_train.harness import run_lm_eval
+
+        result = run_lm_eval(
+            ns.model,
+            [t for t in ns.tasks.split(",") if t],
+            include=ns.include,
+            device=ns.device,
+            dtype=ns.dtype,
+            batch_size=ns.batch_size,
+            limit=ns.limit,
+        )
+    except ModuleNotFoundError as exc:
+        return _fail(
+            f"{exc.name} is not installed: install the optional dependency "
+            "(pip install 'enlace-train[lm-eval]', or uv sync --extra lm-eval)",
+            exc,
+            ns.debug,
+        )
+    except (FileNotFoundError, ValueError) as exc:  # CheckpointError, unknown tasks
+        return _fail(str(exc), exc, ns.debug)
+    for task, metrics in result.get("results", {}).items():
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        print(f"{task}: {shown}")
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
     return 0
 
 
