@@ -162,7 +162,7 @@ def test_num_threads_applied():
 
 def test_profile_for_another_board_is_refused_naming_the_override(monkeypatch):
     simulate_gpu(monkeypatch, "hopper")
-    message = refused(hw(**FP16, compute_capability=(7, 5)))
+    message = refused(hw(**FP16, compute_capability=[7, 5]))
     assert "hardware.compute_capability=7.5" in message
     assert "NVIDIA H100 80GB HBM3, compute capability 9.0 (sm_90)" in message
     assert "hardware.allow_other_board=true" in message
@@ -170,10 +170,10 @@ def test_profile_for_another_board_is_refused_naming_the_override(monkeypatch):
 
 def test_allow_other_board_runs_the_profile_and_keeps_the_other_checks(monkeypatch):
     simulate_gpu(monkeypatch, "hopper")
-    backend = setup_backend(hw(**FP16, compute_capability=(7, 5), allow_other_board=True))
+    backend = setup_backend(hw(**FP16, compute_capability=[7, 5], allow_other_board=True))
     assert backend.autocast_dtype is torch.float16
     simulate_gpu(monkeypatch, "turing")
-    message = refused(hw(**BF16_FLASH, compute_capability=(12, 0), allow_other_board=True))
+    message = refused(hw(**BF16_FLASH, compute_capability=[12, 0], allow_other_board=True))
     assert "no bfloat16 in silicon" in message and "compute_capability" not in message
 
 

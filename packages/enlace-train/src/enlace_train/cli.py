@@ -32,6 +32,22 @@ def _fail(message: str, exc: BaseException | None, debug: bool, code: int = EXIT
     return code
 
 
+def _missing_extra(exc: ModuleNotFoundError, extra: str, debug: bool) -> int:
+    return _fail(
+        f"{exc.name} is not installed: this command needs the optional dependency "
+        f"(pip install 'enlace-train[{extra}]', or uv sync --extra {extra})",
+        exc,
+        debug,
+    )
+
+
+def _write_json(path: str, data: object) -> None:
+    import json
+
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+
+
 def _train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="enlace-train",
@@ -222,8 +238,7 @@ def eval_main(argv: Sequence[str]) -> int:
     )
     result = {"checkpoint": str(checkpoint), **score.to_dict()}
     if ns.json:
-        with open(ns.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+        _write_json(ns.json, result)
     else:
         print(json.dumps(result))
     return 0
@@ -244,12 +259,7 @@ def report_main(argv: Sequence[str]) -> int:
 
         page = write_report(ns.runs, ns.out or f"{ns.runs[0]}/report")
     except ModuleNotFoundError as exc:
-        return _fail(
-            f"{exc.name} is not installed: the report needs the optional dependency "
-            "(pip install 'enlace-train[report]', or uv sync in the workspace)",
-            exc,
-            ns.debug,
-        )
+        return _missing_extra(exc, "report", ns.debug)
     except ValueError as exc:  # ReportError
         return _fail(str(exc), exc, ns.debug)
     print(f"report: {page}")
@@ -257,8 +267,6 @@ def report_main(argv: Sequence[str]) -> int:
 
 
 def lm_eval_main(argv: Sequence[str]) -> int:
-    import json
-
     from enlace_train.harness import SPANISH_TASKS
 
     p = argparse.ArgumentParser(
@@ -289,20 +297,14 @@ def lm_eval_main(argv: Sequence[str]) -> int:
             limit=ns.limit,
         )
     except ModuleNotFoundError as exc:
-        return _fail(
-            f"{exc.name} is not installed: install the optional dependency "
-            "(pip install 'enlace-train[lm-eval]', or uv sync --extra lm-eval)",
-            exc,
-            ns.debug,
-        )
+        return _missing_extra(exc, "lm-eval", ns.debug)
     except (FileNotFoundError, ValueError) as exc:  # CheckpointError, unknown tasks
         return _fail(str(exc), exc, ns.debug)
     for task, metrics in result.get("results", {}).items():
         shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
         print(f"{task}: {shown}")
     if ns.json:
-        with open(ns.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+        _write_json(ns.json, result)
     return 0
 
 

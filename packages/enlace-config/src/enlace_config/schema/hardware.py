@@ -35,8 +35,10 @@ class HardwareConfig(StrictModel):
         le=1024,
         description="CPU threads for torch (None: torch's default). Part of exactness.",
     )
-    compute_capability: tuple[PositiveInt, NonNegativeInt] | None = Field(
+    compute_capability: list[NonNegativeInt] | None = Field(
         None,
+        min_length=2,
+        max_length=2,
         description="CUDA only: the compute capability [major, minor] of the board this profile "
         "is sized for (micro-batch, peak_flops). Another board is refused at start-up unless "
         "allow_other_board is true. None: any board.",
