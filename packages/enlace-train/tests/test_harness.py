@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 from enlace_config.schema import ModelConfig
+from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_model import build_model, save_model
 
 lm_eval = pytest.importorskip("lm_eval", reason="the optional extra enlace-train[lm-eval]")
@@ -50,6 +51,7 @@ def test_lm_eval_runs_a_local_task_on_the_export_and_is_deterministic(tmp_path, 
         ffn_hidden=64,
     )  # fmt: skip
     save_model(tmp_path / "ckpt", build_model(cfg), cfg)
+    ByteTokenizer().save(tmp_path / "ckpt")  # what the trainer puts beside the weights
     data = tmp_path / "docs.jsonl"
     data.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
     tasks = tmp_path / "tasks"
