@@ -47,7 +47,7 @@ def test_lm_eval_runs_a_local_task_on_the_export_and_is_deterministic(tmp_path, 
 
     torch.manual_seed(0)
     cfg = ModelConfig(
-        vocab_size=256, context_length=64, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1,
+        vocab_size=264, context_length=64, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1,
         ffn_hidden=64,
     )  # fmt: skip
     save_model(tmp_path / "ckpt", build_model(cfg), cfg)

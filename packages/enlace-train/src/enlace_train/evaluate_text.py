@@ -6,8 +6,9 @@ divided by the UTF-8 bytes those tokens spell. A byte-level model and a Sentence
 compare on the same text: one token of 4 bytes costing 8 bits is 2 bits/byte, like 4 bytes at 2.
 
 Sliding window (what "each byte scored once" means here). A file is tokenized whole; if the tokenizer
-has a beginning-of-text token it is put first, so every token of the text is scored; the byte
-tokenizer has none, so its first byte only serves as context and is left out of the count. Windows of
+has a beginning-of-text token (<|endoftext|>) that the model's vocabulary holds, it is put first,
+so every token of the text is scored; otherwise (a 256-byte model) the first token only serves as
+context and its byte is left out of the count. Windows of
 `window` tokens start every `stride` tokens. The first window scores all its predictions; each later
 one scores only its last `stride` predictions, the ones no earlier window covered. Every scored token
 thus has at least `window - stride + 1` tokens of left context (except in the first window, where it
@@ -143,16 +144,18 @@ def _bits(
     return float(nats.double().sum()) / math.log(2)  # summed in float64
 
 
-def _tokens(tokenizer: TextTokenizer, path: str | Path) -> tuple[torch.Tensor, int]:
+def _tokens(
+    tokenizer: TextTokenizer, path: str | Path, vocab: int | None
+) -> tuple[torch.Tensor, int]:
     """A file's token ids (the start token first, when the tokenizer has one) and the UTF-8 bytes
     its scored tokens spell."""
     text = Path(path).read_text(encoding="utf-8")
     ids = tokenizer.encode(text)
     n_bytes = len(text.encode("utf-8"))
     bos = _bos(tokenizer)
-    if bos is not None:
+    if bos is not None and (vocab is None or bos < vocab):
         ids = [bos, *ids]
-    elif ids:  # only the byte tokenizer has no start token: its first byte is context only
+    elif ids:  # no start token the model knows (a 256-byte model): the first byte is context only
         n_bytes -= 1
     return torch.tensor(ids, dtype=torch.long), n_bytes
 
@@ -170,7 +173,8 @@ def score_text(
 ) -> TextScore:
     """Bits per byte of `model` on the UTF-8 files `paths` (module docstring for the rules).
     `progress(done, total)` is called after each batch, counting windows."""
-    files = [(str(p), *_tokens(tokenizer, p)) for p in paths]
+    vocab = getattr(getattr(model, "cfg", None), "vocab_size", None)
+    files = [(str(p), *_tokens(tokenizer, p, vocab)) for p in paths]
     plans = [windows(len(ids), window, stride) for _, ids, _ in files]
     total, done = sum(len(p) for p in plans), 0
     result = TextScore(window=window, stride=stride)
