@@ -11,7 +11,7 @@
 #   scripts/remote.sh status                            runs, their state, last metrics line of each
 #   scripts/remote.sh attach RUN                        attach to the run's tmux session (Ctrl-b d)
 #   scripts/remote.sh stop RUN [--no-wait]              SIGTERM the run: it checkpoints and exits
-#   scripts/remote.sh pull RUN [--to DIR]               metrics, config, latest complete checkpoint
+#   scripts/remote.sh pull RUN [--to DIR] [--report]    metrics, config, newest checkpoint (+ report)
 #
 # Settings come from .env at the repository root (see .env.example), or from the file named by
 # ENLACE_REMOTE_ENV; variables already set in the environment win. The file is parsed, never
@@ -580,10 +580,11 @@ printf '%s\0%s\0' "$out_dir" "$(latest_checkpoint "$out_dir")"
 EOF
 
 cmd_pull() {
-  local name="" dest=""
+  local name="" dest="" report=0
   while (($#)); do
     case $1 in
     --to) (($# >= 2)) || usage_error "pull --to needs a DIR"; dest=$2; shift 2 ;;
+    --report) report=1; shift ;;
     -*) usage_error "pull: unknown option $1" ;;
     *) [[ -z $name ]] || usage_error "pull takes one RUN"; name=$1; shift ;;
     esac
@@ -619,6 +620,10 @@ cmd_pull() {
   local list
   list=$(printf '%s, ' "${got[@]}")
   printf 'pull: %s -> %s: %s\n' "$name" "$dest" "${list%, }"
+  if ((report)); then  # the plots are drawn here, from the fetched metrics: the server needs nothing
+    (cd "$root" && uv run -q enlace-train report "$dest" --out "$dest/report") ||
+      die 1 "pull: the report of $dest could not be built"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -204,9 +204,11 @@ def test_run_survives_a_killed_client_and_hostile_values_stay_data(
     assert "is not running (exit code 0)" in logs.stderr
 
     pulled = tmp_path / "pulled"
-    pull = rf.remote_sh(env, "pull", "remote-done", "--to", str(pulled))
+    pull = rf.remote_sh(env, "pull", "remote-done", "--to", str(pulled), "--report")
     assert pull.returncode == 0, pull.stderr
     assert (pulled / "metrics.jsonl").read_bytes() == (run_dir / "metrics.jsonl").read_bytes()
+    assert f"report: {pulled / 'report' / 'report.md'}" in pull.stdout
+    assert (pulled / "report" / "loss.png").stat().st_size > 0
     assert not marker.exists()
 
 

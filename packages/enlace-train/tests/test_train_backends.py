@@ -158,3 +158,29 @@ def test_num_threads_applied():
         HardwareConfig.model_validate({"device": "cpu", "num_threads": 1, "micro_batch_size": 2})
     )
     assert torch.get_num_threads() == 1
+
+
+def test_profile_for_another_board_is_refused_naming_the_override(monkeypatch):
+    simulate_gpu(monkeypatch, "hopper")
+    message = refused(hw(**FP16, compute_capability=[7, 5]))
+    assert "hardware.compute_capability=7.5" in message
+    assert "NVIDIA H100 80GB HBM3, compute capability 9.0 (sm_90)" in message
+    assert "hardware.allow_other_board=true" in message
+
+
+def test_allow_other_board_runs_the_profile_and_keeps_the_other_checks(monkeypatch):
+    simulate_gpu(monkeypatch, "hopper")
+    backend = setup_backend(hw(**FP16, compute_capability=[7, 5], allow_other_board=True))
+    assert backend.autocast_dtype is torch.float16
+    simulate_gpu(monkeypatch, "turing")
+    message = refused(hw(**BF16_FLASH, compute_capability=[12, 0], allow_other_board=True))
+    assert "no bfloat16 in silicon" in message and "compute_capability" not in message
+
+
+@pytest.mark.parametrize("board", ["turing", "blackwell"])
+def test_the_shipped_profiles_fit_their_own_board(monkeypatch, board):
+    from enlace_config import load_run_config
+
+    simulate_gpu(monkeypatch, board)
+    run = {"turing": "configs/runs/smoke-2060.yaml", "blackwell": "configs/runs/smoke-5090.yaml"}
+    setup_backend(load_run_config(run[board], []).config.hardware)

@@ -7,7 +7,9 @@ problem at once, each naming the profile, the board, its compute capability and 
 instead. Nothing falls back silently: a profile that asks a board for something it cannot do natively
 is refused before any data is read.
 
-Rules (CUDA): bfloat16 needs it in silicon (sm_80+; torch is asked with `including_emulation=False`,
+Rules (CUDA): a profile that names its board's compute capability runs on that board only, unless
+`hardware.allow_other_board` says otherwise (the GPU check runs the 2060's float16 path on an H200
+that way); bfloat16 needs it in silicon (sm_80+; torch is asked with `including_emulation=False`,
 the compute capability is the fallback on torch versions without that argument); the flash attention
 kernel needs sm_80+ and a 16-bit dtype; torch.compile needs Triton and sm_70+. CUDA asked of a machine
 without it is told apart from a GPU whose driver is too old for the installed torch build. On CPU,
@@ -132,6 +134,17 @@ def check_profile(hw: HardwareConfig, board: Board) -> list[str]:
     """Every way the profile asks `board` for something it cannot do natively (empty: all good)."""
     problems: list[str] = []
     if board.device == "cuda" and board.capability is not None:
+        expected = hw.compute_capability
+        if (
+            expected is not None
+            and tuple(expected) != board.capability
+            and not hw.allow_other_board
+        ):
+            problems.append(
+                f"hardware.compute_capability={expected[0]}.{expected[1]}: this profile is sized "
+                f"for that board (micro_batch_size, peak_flops), not this one (to run it here "
+                f"anyway, e.g. to test its precision path, add hardware.allow_other_board=true)"
+            )
         if hw.dtype == "bfloat16" and not board.bf16_native:
             problems.append(
                 "hardware.dtype=bfloat16, but this board has no bfloat16 in silicon (it needs "

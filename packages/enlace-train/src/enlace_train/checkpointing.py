@@ -84,6 +84,11 @@ RESUME_MAY_CHANGE = frozenset(
         "train.max_skipped_steps_in_a_row",
         "hardware.num_threads",  # the thread count actually used is checked apart (check_threads)
         "run.out_dir",  # a run directory that was moved or copied is still the same run
+        # evaluation and start-up checks only: they decide no number of the training itself
+        "data.eval_text_files",
+        "data.eval_text_stride",
+        "hardware.compute_capability",
+        "hardware.allow_other_board",
     }
 )
 

@@ -18,7 +18,10 @@ from collections.abc import Sequence
 USAGE = """\
 enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
-enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal"""
+enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal
+enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files
+enlace-train report RUN_DIR... [--out DIR]       a Markdown page and plots of one or more runs
+enlace-train lm-eval MODEL [--tasks ...]         Spanish benchmarks (lm-eval) on the HF export"""
 
 EXIT_BAD_INPUT = 2
 
@@ -28,6 +31,22 @@ def _fail(message: str, exc: BaseException | None, debug: bool, code: int = EXIT
         traceback.print_exception(exc)
     print(f"enlace-train: error: {message}", file=sys.stderr)
     return code
+
+
+def _missing_extra(exc: ModuleNotFoundError, extra: str, debug: bool) -> int:
+    return _fail(
+        f"{exc.name} is not installed: this command needs the optional dependency "
+        f"(pip install 'enlace-train[{extra}]', or uv sync --extra {extra})",
+        exc,
+        debug,
+    )
+
+
+def _write_json(path: str, data: object) -> None:
+    import json
+
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
 
 
 def _train_parser() -> argparse.ArgumentParser:
@@ -96,6 +115,27 @@ def _chat_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="enlace-train eval",
+        description="Bits per byte of a model on UTF-8 text files, scored with a sliding window "
+        "(every byte once; enlace_train/evaluate_text.py documents the rules). Prints one line, "
+        "then the result as JSON (or writes it to --json).",
+    )
+    p.add_argument("model", help="a run directory, a checkpoint directory or an exported folder")
+    p.add_argument("files", nargs="+", help="UTF-8 text files")
+    p.add_argument("--window", type=int, default=None, help="tokens per window (default: context)")
+    p.add_argument(
+        "--stride", type=int, default=None, help="tokens between windows (default: window/2)"
+    )
+    p.add_argument("--batch-size", type=int, default=8, help="windows per forward pass")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--json", default=None, help="write the JSON result here instead of stdout")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
 def chat_cli(argv: Sequence[str]) -> int:
     ns = _chat_parser().parse_args(list(argv))
     try:
@@ -115,6 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return sample_main(args[1:])
     if args and args[0] == "chat":
         return chat_cli(args[1:])
+    if args and args[0] == "eval":
+        return eval_main(args[1:])
+    if args and args[0] == "report":
+        return report_main(args[1:])
+    if args and args[0] == "lm-eval":
+        return lm_eval_main(args[1:])
     ns = _train_parser().parse_args(args)
     return train_main(ns.config, ns.overrides, debug=ns.debug)
 
@@ -174,6 +220,110 @@ def sample_main(argv: Sequence[str]) -> int:
     except (FileNotFoundError, ValueError) as exc:  # DataError, missing or corrupt checkpoints
         return _fail(str(exc), exc, ns.debug)
     print(text)
+    return 0
+
+
+def eval_main(argv: Sequence[str]) -> int:
+    import json
+
+    ns = _eval_parser().parse_args(list(argv))
+    try:
+        from tqdm import tqdm
+
+        from enlace_train.evaluate_text import evaluate_checkpoint
+
+        bar = tqdm(unit="window", file=sys.stderr, disable=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        score, checkpoint = evaluate_checkpoint(
+            ns.model,
+            ns.files,
+            window=ns.window,
+            stride=ns.stride,
+            batch_size=ns.batch_size,
+            device=ns.device,
+            dtype=ns.dtype,
+            progress=progress,
+        )
+        bar.close()
+    except (FileNotFoundError, ValueError, UnicodeDecodeError) as exc:  # also CheckpointError
+        return _fail(str(exc), exc, ns.debug)
+    print(
+        f"bits/byte {score.bits_per_byte:.4f} on {len(score.files)} file(s), {score.bytes} bytes, "
+        f"{score.tokens} tokens (window {score.window}, stride {score.stride}) | {checkpoint}"
+    )
+    result = {"checkpoint": str(checkpoint), **score.to_dict()}
+    if ns.json:
+        _write_json(ns.json, result)
+    else:
+        print(json.dumps(result))
+    return 0
+
+
+def report_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="enlace-train report",
+        description="Write report.md, PNG plots (loss, validation bits/byte, lr, gradient norm, "
+        "tokens/s against tokens seen; one line per run) and report.json for run directories.",
+    )
+    p.add_argument("runs", nargs="+", help="run directories (runs/NAME)")
+    p.add_argument("--out", default=None, help="report folder (default: FIRST_RUN/report)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    ns = p.parse_args(list(argv))
+    try:
+        from enlace_train.report import write_report
+
+        page = write_report(ns.runs, ns.out or f"{ns.runs[0]}/report")
+    except ModuleNotFoundError as exc:
+        return _missing_extra(exc, "report", ns.debug)
+    except ValueError as exc:  # ReportError
+        return _fail(str(exc), exc, ns.debug)
+    print(f"report: {page}")
+    return 0
+
+
+def lm_eval_main(argv: Sequence[str]) -> int:
+    from enlace_train.harness import SPANISH_TASKS
+
+    p = argparse.ArgumentParser(
+        prog="enlace-train lm-eval",
+        description="Spanish benchmarks through EleutherAI's lm-eval on the Hugging Face export "
+        "(a run or checkpoint is exported first). Needs enlace-train[lm-eval] and the Hub.",
+    )
+    p.add_argument("model", help="a run directory, a checkpoint or an exported folder")
+    p.add_argument("--tasks", default=",".join(SPANISH_TASKS), help="comma-separated task names")
+    p.add_argument("--include", default=None, help="a folder of extra task YAML files")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--limit", type=int, default=None, help="examples per task (a quick look)")
+    p.add_argument("--json", default=None, help="write the results here too")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    ns = p.parse_args(list(argv))
+    try:
+        from enlace_train.harness import run_lm_eval
+
+        result = run_lm_eval(
+            ns.model,
+            [t for t in ns.tasks.split(",") if t],
+            include=ns.include,
+            device=ns.device,
+            dtype=ns.dtype,
+            batch_size=ns.batch_size,
+            limit=ns.limit,
+        )
+    except ModuleNotFoundError as exc:
+        return _missing_extra(exc, "lm-eval", ns.debug)
+    except (FileNotFoundError, ValueError) as exc:  # CheckpointError, unknown tasks
+        return _fail(str(exc), exc, ns.debug)
+    for task, metrics in result.get("results", {}).items():
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        print(f"{task}: {shown}")
+    if ns.json:
+        _write_json(ns.json, result)
     return 0
 
 

@@ -36,6 +36,7 @@ from enlace_train import distributed
 from enlace_train.backends import Backend, setup_backend
 from enlace_train.checkpointing import Training, TrainProgress, resume_or_init, save, save_best
 from enlace_train.errors import Diverged, OutOfMemory, SetupError
+from enlace_train.evaluate_text import held_out_text
 from enlace_train.metrics import (
     METRICS_FILE,
     MetricsWriter,
@@ -314,6 +315,7 @@ def _train(
     # --- data and model, checked against each other
     loader = build_train_loader(cfg, info)
     val_batches, bytes_per_token = build_eval_batches(cfg, backend, info)
+    text_eval = held_out_text(cfg, backend.autocast)  # None without data.eval_text_files
     model = build_model(cfg.model, attention=hw.attention).to(backend.device)
     wrapped = distributed.wrap_model(model, tc.parallelism, info)  # torchrun: DDP or FSDP2 shards
     optimizer = build_optimizer(model, cfg, backend)
@@ -359,8 +361,14 @@ def _train(
             with meter.aside():  # evaluation and checkpoints are kept out of tokens/s
                 if step % tc.eval_every == 0 or step == tc.max_steps:
                     val = evaluate(model, val_batches, backend, bytes_per_token, info)
-                    metrics.write({"step": step, "val_loss": val[0], "val_bpb": val[1]})
-                    log.info("step %d | val loss %.4f | val bits/byte %.4f", step, *val)
+                    row = {"step": step, "val_loss": val[0], "val_bpb": val[1]}
+                    if text_eval is not None:  # every rank scores the same text (FSDP needs all)
+                        row["val_text_bpb"] = text_eval(model)
+                    metrics.write(row)
+                    text = (
+                        f" | held-out text bits/byte {row['val_text_bpb']:.4f}" if text_eval else ""
+                    )
+                    log.info("step %d | val loss %.4f | val bits/byte %.4f%s", step, *val, text)
                     summary.final_val_loss, summary.final_val_bpb = val
                     if prog.best_val_bpb is None or val[1] < prog.best_val_bpb:
                         prog.best_val_bpb, prog.best_step = val[1], step

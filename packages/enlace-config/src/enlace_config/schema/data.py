@@ -54,6 +54,17 @@ class DataConfig(StrictModel):
     chat_eval_max_tokens: PositiveInt = Field(
         200, description="chat only: most tokens generated per evaluated reply."
     )
+    eval_text_files: list[str] = Field(
+        default_factory=list,
+        description="UTF-8 text files held out from training, scored at every evaluation in bits "
+        "per byte (sliding window, as `enlace-train eval`) and logged as val_text_bpb: a figure "
+        "that compares across tokenizers. Relative paths are read from the working directory.",
+    )
+    eval_text_stride: PositiveInt | None = Field(
+        None,
+        description="Tokens between the sliding windows of eval_text_files (None: half the "
+        "context; smaller gives every token more context and costs more).",
+    )
 
     @model_validator(mode="after")
     def _fallback_only_for_bytes(self) -> "DataConfig":
@@ -65,6 +76,22 @@ class DataConfig(StrictModel):
                         "the built-in books are UTF-8 bytes; a shards run has no fallback "
                         "(set fallback: none, or kind: bytes)",
                         ("kind",),
+                    )
+                ]
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stride_fits_the_window(self) -> "DataConfig":
+        stride = self.eval_text_stride
+        if stride is not None and stride > self.context_length:
+            raise_problems(
+                [
+                    FieldProblem(
+                        "eval_text_stride",
+                        f"{stride} is longer than the scoring window (context_length "
+                        f"{self.context_length}): bytes between windows would never be scored",
+                        ("context_length",),
                     )
                 ]
             )

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
@@ -34,6 +34,20 @@ class HardwareConfig(StrictModel):
         None,
         le=1024,
         description="CPU threads for torch (None: torch's default). Part of exactness.",
+    )
+    compute_capability: list[NonNegativeInt] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="CUDA only: the compute capability [major, minor] of the board this profile "
+        "is sized for (micro-batch, peak_flops). Another board is refused at start-up unless "
+        "allow_other_board is true. None: any board.",
+    )
+    allow_other_board: bool = Field(
+        False,
+        description="Run this profile on a board whose compute capability is not the profile's "
+        "compute_capability (e.g. the 2060 profile's float16 path on a bigger GPU for a test). "
+        "Dtype and kernel checks still apply; micro_batch_size and peak_flops stay the profile's.",
     )
 
     @model_validator(mode="after")
