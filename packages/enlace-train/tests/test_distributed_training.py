@@ -143,7 +143,7 @@ def single_process_train(run_file: Path) -> None:
 def resume_from_step(src: Path, dst: Path, step: int) -> None:
     """A copy of a finished run directory as a crash right after checkpoint `step` leaves it."""
     shutil.copytree(src, dst)
-    for ckpt in (dst / "checkpoints").iterdir():
+    for ckpt in (dst / "checkpoints").glob("step_*"):  # not best/: a crash leaves it as it was
         if int(ckpt.name.removeprefix("step_")) > step:
             shutil.rmtree(ckpt)
 
