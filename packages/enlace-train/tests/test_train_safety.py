@@ -311,3 +311,14 @@ def test_sample_refuses_nonsense_arguments(tmp_path, capsys, args):
         main(["sample", str(tmp_path), "--prompt", "Hola", *args])
     assert info.value.code == 2
     assert args[0] in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- 8. memory at start-up
+def test_a_model_that_cannot_fit_the_device_is_refused_at_start_up(write_run, capsys):
+    """800 B parameters cannot fit any machine this runs on: exit 2 naming the keys, before any
+    allocation (without the check the run died allocating, through the internal-error path)."""
+    path = write_run("huge", model={"d_model": 8192, "n_layers": 1000, "ffn_hidden": 24576})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "model.d_model" in err and "hardware.micro_batch_size" in err and "GiB" in err
+    assert "Traceback" not in err

@@ -238,6 +238,12 @@ class Backend:
             return torch.cuda.max_memory_allocated() / 2**20
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
+    def memory_bytes(self) -> int:
+        """All the memory of the device a run trains on: the GPU's, or the machine's RAM."""
+        if self.hw.device == "cuda":
+            return torch.cuda.get_device_properties(self.device).total_memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
     def rng_state(self) -> list[torch.Tensor]:
         return list(torch.cuda.get_rng_state_all()) if self.hw.device == "cuda" else []
 

@@ -130,6 +130,27 @@ def build_eval_batches(
     return on_device, split_bytes_per_token(cfg.data, "val", vocab_size=cfg.model.vocab_size)
 
 
+def check_memory(cfg: RunConfig, backend: Backend, world_size: int) -> None:
+    """Refuse at start-up a model and micro-batch that cannot fit the device in the best case.
+
+    A lower bound, so it never refuses a run that would fit: 12 bytes a parameter (float32 weights,
+    gradients and one optimizer moment; FSDP2 shards them over the ranks) plus the float32 logits of
+    one micro-batch and their gradient. Activations are left out: passing this promises nothing, a
+    run that fails it cannot start (and would otherwise die allocating, minutes in)."""
+    params = count_parameters(cfg.model)
+    shards = world_size if cfg.train.parallelism == "fsdp" else 1
+    logits = 8 * cfg.hardware.micro_batch_size * cfg.data.context_length * cfg.model.vocab_size
+    need, have = 12 * params // shards + logits, backend.memory_bytes()
+    if need > have:
+        raise SetupError(
+            f"model.* and hardware.micro_batch_size need at least {need / 2**30:,.1f} GiB "
+            f"({params / 1e6:,.0f} M parameters x 12 bytes, plus {logits / 2**30:,.1f} GiB of logits "
+            f"for one micro-batch) and this device has {have / 2**30:,.1f} GiB: make the model "
+            "smaller (model.d_model, model.n_layers, model.vocab_size) or lower "
+            "hardware.micro_batch_size / data.context_length"
+        )
+
+
 def micro_batch_suggestion(micro_batch: int, per_step: int) -> int | None:
     """The next micro-batch size down that still divides the per-device batch of a step."""
     smaller = [d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0]
@@ -312,6 +333,7 @@ def _train(
     cfg = resolved.config
     tc, hw, run_dir = cfg.train, cfg.hardware, Path(cfg.run.out_dir)
     seed_everything(tc.seed)
+    check_memory(cfg, backend, info.world_size)
     # --- data and model, checked against each other
     loader = build_train_loader(cfg, info)
     val_batches, bytes_per_token = build_eval_batches(cfg, backend, info)
