@@ -345,7 +345,7 @@ def test_signal_stop_resume_and_a_killed_rank(work: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    (checkpoint,) = (job.run_dir / "checkpoints").iterdir()
+    (checkpoint,) = (job.run_dir / "checkpoints").glob("step_*")
     step = int(checkpoint.name.removeprefix("step_"))
     log = (job.run_dir / "train.log").read_text()
     assert "SIGTERM" in log and f"stopped after step {step}" in log

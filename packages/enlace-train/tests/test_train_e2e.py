@@ -37,7 +37,11 @@ def test_short_run_loss_falls_and_leaves_a_usable_checkpoint(write_run, h):
     for key in ("lr", "grad_norm", "tokens_per_s", "elapsed_s", "eta_s", "peak_mem_mb", "z_loss"):
         assert key in rows[0]
     assert (run_dir / "config.yaml").is_file() and (run_dir / "train.log").is_file()
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_15", "step_30"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "best",
+        "step_15",
+        "step_30",
+    ]
 
     model = load_model(run_dir)
     assert model.cfg.d_model == 32
