@@ -254,3 +254,72 @@ def test_chat_command_converts_local_files(
     assert build_loader(cfg, micro_batch_size=2, seed=0).conversations == len(train)
     assert main(["chat", str(src), str(tmp_path / "strict"), "--strict"]) == 2
     assert "line 202" in capsys.readouterr().err
+
+
+def _write_parquet(path: Path, records: list[dict[str, Any]]) -> None:
+    """As Hub datasets publish conversations: pyarrow infers one struct type for all messages, so a
+    key one message lacks reads back as None in the others (content None beside tool_calls, a
+    user turn's tool_calls None), and tool schemas are often stored as a JSON string."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.Table.from_pylist(records), path)
+
+
+def _as_hub_row(conv: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"messages": conv["messages"]}
+    row["tools"] = json.dumps(conv["tools"], ensure_ascii=False) if conv.get("tools") else None
+    return row
+
+
+def test_parquet_conversations_read_like_jsonl(tmp_path: Path) -> None:
+    convs = builtin_conversations("train", 60, seed=5)
+    assert any(c.get("tools") for c in convs) and any(not c.get("tools") for c in convs)
+    val = builtin_conversations("val", 7, seed=5)
+    as_jsonl, as_parquet = tmp_path / "jsonl", tmp_path / "parquet"
+    for root in (as_jsonl, as_parquet):
+        root.mkdir()
+    for split, rows in (("train", convs), ("val", val)):
+        (as_jsonl / f"{split}.jsonl").write_text(
+            "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in rows)
+        )
+        _write_parquet(as_parquet / f"{split}.parquet", [_as_hub_row(c) for c in rows])
+
+    def batches(root: Path) -> list[Any]:
+        cfg = DataConfig(kind="chat", path=str(root), context_length=900)
+        loader = build_loader(cfg, micro_batch_size=2, seed=0)
+        assert loader.conversations == 60
+        return [next(loader) for _ in range(4)]
+
+    for a, b in zip(batches(as_jsonl), batches(as_parquet), strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_parquet_errors_name_file_and_row(tmp_path: Path) -> None:
+    root = tmp_path / "chat"
+    root.mkdir()
+    rows = [_as_hub_row(c) for c in builtin_conversations("train", 3, seed=1)]
+    rows[1] = {"messages": [{"role": "user", "content": "Hola"}], "tools": None}
+    _write_parquet(root / "train.parquet", rows)
+    cfg = DataConfig(kind="chat", path=str(root), context_length=512)
+    with pytest.raises(DataError, match=r"train\.parquet: row 2: no assistant turn"):
+        build_loader(cfg, micro_batch_size=2, seed=0)
+
+
+def test_chat_command_converts_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from enlace_data.cli import main
+
+    convs = builtin_conversations("train", 120, seed=2)
+    src = tmp_path / "hub"
+    src.mkdir()
+    _write_parquet(src / "part-0.parquet", [_as_hub_row(c) for c in convs[:60]])
+    _write_parquet(src / "part-1.parquet", [_as_hub_row(c) for c in convs[60:]])
+    assert main(["chat", str(src), str(tmp_path / "out"), "--val-fraction", "0.1"]) == 0
+    capsys.readouterr()
+    lines = [
+        json.loads(line)
+        for split in ("train", "val")
+        for line in (tmp_path / "out" / f"{split}.jsonl").read_text().splitlines()
+    ]
+    canonical = [normalize_conversation(c, "test") for c in convs]
+    key = lambda c: json.dumps(c, sort_keys=True, ensure_ascii=False)  # noqa: E731
+    assert sorted(map(key, lines)) == sorted(map(key, canonical))

@@ -290,6 +290,11 @@ def normalize_conversation(record: Any, where: str) -> dict[str, Any]:
     if not isinstance(record, Mapping) or not isinstance(record.get("messages"), list):
         raise _problem(where, "each line must be a JSON object with a 'messages' list")
     tools = record.get("tools") or None
+    if isinstance(tools, str):  # Hub datasets often store the schemas as one JSON string
+        try:
+            tools = json.loads(tools) or None
+        except ValueError as e:
+            raise _problem(where, f"'tools' is a string but not JSON ({e})") from e
     if tools is not None and not (
         isinstance(tools, list) and all(isinstance(t, Mapping) for t in tools)
     ):

@@ -15,7 +15,6 @@ import argparse
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,27 +63,6 @@ def _files(source: str) -> list[Path]:
     raise DataError(f"{source!r}: no such file or directory (nor a Hub id owner/name)")
 
 
-def _records(files: list[Path]) -> Iterator[tuple[Any, str]]:
-    for f in files:
-        if f.suffix == ".parquet":
-            try:
-                import pyarrow.parquet as pq  # type: ignore[import-not-found]
-            except ImportError as e:
-                raise DataError(
-                    "reading parquet needs pyarrow (`uv pip install pyarrow`)", path=f
-                ) from e
-            for i, row in enumerate(pq.read_table(f).to_pylist()):
-                yield row, f"{f}: row {i + 1}"
-            continue
-        with open(f, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        yield json.loads(line), f"{f}: line {n}"
-                    except ValueError as e:
-                        yield DataError(f"{f}: line {n}: not JSON ({e})"), f"{f}: line {n}"
-
-
 def _as_messages(record: Any) -> Any:
     """OpenAI `messages` as they are; ShareGPT `conversations` mapped to them."""
     if (
@@ -106,6 +84,7 @@ def _as_messages(record: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from enlace_data.chat import normalize_conversation
+    from enlace_data.chat_loader import iter_records
 
     if not 0 < args.val_fraction < 1:
         raise DataError(f"--val-fraction must be between 0 and 1, got {args.val_fraction}")
@@ -119,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         skipped, reasons = 0, []
     else:
         skipped, reasons = 0, []
-        for record, where in _records(_files(args.source)):
+        for record, where in (r for f in _files(args.source) for r in iter_records(f)):
             try:
                 if isinstance(record, DataError):
                     raise record

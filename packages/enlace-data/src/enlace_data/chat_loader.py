@@ -57,8 +57,10 @@ def chat_tokenizer(cfg: DataConfig) -> Any:
 
 
 # ----------------------------------------------------------------------------- reading
-def read_conversations(path: Path) -> list[dict[str, Any]]:
-    """The validated conversations of a .jsonl (or .parquet) file."""
+def iter_records(path: Path) -> Iterator[tuple[Any, str]]:
+    """The raw records of a .jsonl or .parquet file, each with where it stands ("FILE: line N" or
+    "FILE: row N"); a line that is not JSON comes as a DataError in the record's place, so that a
+    converter can skip it and a loader can raise it."""
     if path.suffix == ".parquet":
         try:
             import pyarrow.parquet as pq  # type: ignore[import-not-found]
@@ -68,23 +70,30 @@ def read_conversations(path: Path) -> list[dict[str, Any]]:
                 "to JSONL",
                 path=path,
             ) from e
-        rows = pq.read_table(path).to_pylist()
-        return [normalize_conversation(r, f"{path}: row {i + 1}") for i, r in enumerate(rows)]
-    out: list[dict[str, Any]] = []
+        for i, row in enumerate(pq.read_table(path).to_pylist()):
+            yield row, f"{path}: row {i + 1}"
+        return
     try:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as e:
-                    raise DataError(f"{path}: line {n}: not JSON ({e})") from e
-                out.append(normalize_conversation(record, f"{path}: line {n}"))
+                if line.strip():
+                    try:
+                        yield json.loads(line), f"{path}: line {n}"
+                    except ValueError as e:
+                        yield DataError(f"{path}: line {n}: not JSON ({e})"), f"{path}: line {n}"
     except OSError as e:
         raise DataError(f"cannot read ({e.strerror})", path=path) from e
     except UnicodeDecodeError as e:
         raise DataError(f"not UTF-8 text ({e})", path=path) from e
+
+
+def read_conversations(path: Path) -> list[dict[str, Any]]:
+    """The validated conversations of a .jsonl (or .parquet) file; the first problem raises."""
+    out: list[dict[str, Any]] = []
+    for record, where in iter_records(path):
+        if isinstance(record, DataError):
+            raise record
+        out.append(normalize_conversation(record, where))
     return out
 
 
