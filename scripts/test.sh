@@ -11,9 +11,13 @@
 #   5. lint (ruff) and types (pyright);
 #   6. llamacpp: the GGUF export run by the real llama.cpp (llama-cpp-python, built from the
 #      registry's source package into uv's cache the first time: tens of minutes on 2 cores, then
-#      seconds), in its own environment .venvs/llamacpp with the `llamacpp` dependency group.
+#      seconds), in its own environment .venvs/llamacpp with the `llamacpp` dependency group;
+#   7. lm-eval: `enlace-train lm-eval` on a task defined from local files, in its own environment
+#      .venvs/lm-eval with the optional `lm-eval` extra (datasets, transformers: too heavy for the
+#      package's dev group). A missing lm_eval fails the stage instead of skipping the test.
 #
-# Usage: scripts/test.sh [stage ...]   stages: packages cross promises browser lint llamacpp (default: all)
+# Usage: scripts/test.sh [stage ...]
+#   stages: packages cross promises browser lint llamacpp lm-eval (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -78,6 +82,14 @@ llamacpp_tests() {
   return "$rc"
 }
 
+lm_eval_tests() {
+  local env="$root/.venvs/lm-eval"
+  UV_PROJECT_ENVIRONMENT="$env" uv sync --locked --package enlace-train --extra lm-eval --quiet &&
+    "$env/bin/python" -c "import lm_eval" &&
+    UV_PROJECT_ENVIRONMENT="$env" uv run --locked --package enlace-train --extra lm-eval \
+      pytest packages/enlace-train/tests/test_harness.py -q -p no:cacheprovider
+}
+
 lint() {
   uv run --locked ruff check . &&
     uv run --locked ruff format --check . &&
@@ -85,7 +97,7 @@ lint() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises browser lint llamacpp)
+[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises browser lint llamacpp lm-eval)
 for stage in "${stages[@]}"; do
   case "$stage" in
     packages) for pkg in "${packages[@]}"; do run_stage "tests: $pkg" package_tests "$pkg"; done ;;
@@ -94,7 +106,8 @@ for stage in "${stages[@]}"; do
     browser) run_stage "tests: web page in Chromium" browser_tests ;;
     lint) run_stage "lint + types" lint ;;
     llamacpp) run_stage "llama.cpp runs the GGUF export" llamacpp_tests ;;
-    *) echo "unknown stage: $stage (packages, cross, promises, browser, lint, llamacpp)" >&2; exit 2 ;;
+    lm-eval) run_stage "lm-eval on a local task" lm_eval_tests ;;
+    *) echo "unknown stage: $stage (packages, cross, promises, browser, lint, llamacpp, lm-eval)" >&2; exit 2 ;;
   esac
 done
 
