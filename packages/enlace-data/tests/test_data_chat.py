@@ -323,3 +323,46 @@ def test_chat_command_converts_parquet(tmp_path: Path, capsys: pytest.CaptureFix
     canonical = [normalize_conversation(c, "test") for c in convs]
     key = lambda c: json.dumps(c, sort_keys=True, ensure_ascii=False)  # noqa: E731
     assert sorted(map(key, lines)) == sorted(map(key, canonical))
+
+
+def test_builtin_set_offers_the_tool_specs_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`enlace-data chat builtin OUT --tools FILE`: the conversations that offer a tool offer
+    exactly FILE's specs (what the assistant sends), and still call the search tool."""
+    from enlace_data.cli import main
+
+    spec = {
+        "type": "function",
+        "function": {
+            "name": SEARCH_TOOL_NAME,
+            "description": "Busca en internet.",
+            "parameters": {"type": "object", "properties": {"consulta": {"type": "string"}}},
+        },
+    }
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([spec], ensure_ascii=False))
+    assert (
+        main(
+            [
+                "chat",
+                "builtin",
+                str(tmp_path / "out"),
+                "--builtin-size",
+                "200",
+                "--tools",
+                str(tools),
+            ]
+        )
+        == 0
+    )
+    convs = [json.loads(x) for x in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
+    offered = [c["tools"] for c in convs if c.get("tools")]
+    assert offered and all(t == [spec] for t in offered)
+    calls = [m for c in convs for m in c["messages"] if m.get("tool_calls")]
+    assert calls and all(m["tool_calls"][0]["function"]["name"] == SEARCH_TOOL_NAME for m in calls)
+    capsys.readouterr()
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "otra"}}]))
+    assert main(["chat", "builtin", str(tmp_path / "bad"), "--tools", str(tools)]) == 2
+    assert "no tool named 'buscar_en_internet'" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

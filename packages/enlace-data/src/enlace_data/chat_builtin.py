@@ -20,7 +20,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations"]
+from enlace_data.errors import DataError
+
+__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations", "check_tools"]
 
 SEARCH_TOOL_NAME = "buscar_en_internet"  # enlace-agent's search tool (tools/search/tool.py)
 # A short spec of that tool: a smoke model's context is small.
@@ -249,11 +251,31 @@ def _plain(rng: random.Random, val: bool) -> list[dict[str, Any]]:
     return [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
 
 
-def builtin_conversations(split: str, n: int, *, seed: int = 0) -> list[dict[str, Any]]:
+def check_tools(tools: Any, where: str) -> list[dict[str, Any]]:
+    """`tools` (OpenAI function specs, e.g. what `enlace-assistant --tools-json` prints) if they
+    offer the search tool the templates call, with its `consulta` argument; else a DataError."""
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise DataError(f"{where}: expected a JSON list of tool specs")
+    for tool in tools:
+        fn = tool.get("function") or {}
+        properties = (fn.get("parameters") or {}).get("properties") or {}
+        if fn.get("name") == SEARCH_TOOL_NAME and "consulta" in properties:
+            return tools
+    raise DataError(
+        f"{where}: no tool named {SEARCH_TOOL_NAME!r} with a 'consulta' argument: the built-in "
+        "conversations call that tool"
+    )
+
+
+def builtin_conversations(
+    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """n conversations of the train or val split ({"messages", optional "tools"}), the same for
-    the same (split, n, seed)."""
+    the same (split, n, seed). `tools` replaces the short spec of the search tool in the
+    conversations that offer it, so that a model learns the very specs its assistant sends."""
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    offered = check_tools(tools, "tools") if tools is not None else [SEARCH_TOOL]
     val = split == "val"
     rng = random.Random(f"enlace-chat-builtin:{split}:{seed}")
     out: list[dict[str, Any]] = []
@@ -277,6 +299,6 @@ def builtin_conversations(split: str, n: int, *, seed: int = 0) -> list[dict[str
         messages = ([{"role": "system", "content": system}] if system else []) + turns
         conv: dict[str, Any] = {"messages": messages}
         if with_tools:
-            conv["tools"] = [SEARCH_TOOL]
+            conv["tools"] = offered
         out.append(conv)
     return out

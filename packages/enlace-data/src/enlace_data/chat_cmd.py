@@ -35,6 +35,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("out_dir", help="where train.jsonl and val.jsonl are written")
     p.add_argument("--val-fraction", type=float, default=0.02, help="share of records for val")
     p.add_argument("--builtin-size", type=int, default=4000, help="builtin: train conversations")
+    p.add_argument(
+        "--tools",
+        type=Path,
+        metavar="FILE",
+        help="builtin: the tool specs to offer (JSON list, e.g. `enlace-assistant --tools-json`), "
+        "so the model trains on the specs its assistant sends; default: a short search spec",
+    )
     p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
     p.set_defaults(func=run)
 
@@ -82,19 +89,31 @@ def _as_messages(record: Any) -> Any:
     return record
 
 
+def _read_tools(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DataError(f"cannot read ({e.strerror})", path=path) from e
+    except ValueError as e:
+        raise DataError(f"not JSON ({e})", path=path) from e
+
+
 def run(args: argparse.Namespace) -> int:
     from enlace_data.chat import normalize_conversation
     from enlace_data.chat_loader import iter_records
 
+    if args.tools and args.source != "builtin":
+        raise DataError("--tools goes with the built-in set (SOURCE builtin)")
     if not 0 < args.val_fraction < 1:
         raise DataError(f"--val-fraction must be between 0 and 1, got {args.val_fraction}")
     out = Path(args.out_dir)
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     if args.source == "builtin":
-        from enlace_data.chat_builtin import builtin_conversations
+        from enlace_data.chat_builtin import builtin_conversations, check_tools
 
-        splits["train"] = builtin_conversations("train", args.builtin_size)
-        splits["val"] = builtin_conversations("val", max(1, args.builtin_size // 10))
+        tools = check_tools(_read_tools(args.tools), str(args.tools)) if args.tools else None
+        splits["train"] = builtin_conversations("train", args.builtin_size, tools=tools)
+        splits["val"] = builtin_conversations("val", max(1, args.builtin_size // 10), tools=tools)
         skipped, reasons = 0, []
     else:
         skipped, reasons = 0, []
