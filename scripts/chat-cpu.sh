@@ -1,14 +1,34 @@
 #!/usr/bin/env bash
 # From nothing to a chat on 2 CPU cores (like nanochat's CPU run): the byte-level smoke model is
 # pretrained (configs/runs/smoke-cpu.yaml), fine-tuned on the built-in Spanish conversations
-# (configs/runs/sft-cpu.yaml, which also measures turn endings and tool calls on held-out ones),
+# (configs/runs/sft-cpu.yaml, which also measures turn endings and tool calls on held-out ones) that
+# offer the assistant's own tool specs (`enlace-assistant --tools-json`),
 # and then you talk to it in the terminal. Re-running resumes or skips finished stages.
-# Arguments go to the chat: scripts/chat-cpu.sh --system "Eres Enlace." --temperature 0.5
+#
+#   scripts/chat-cpu.sh [--runs DIR] [--no-chat] [chat options]
+#
+# --runs DIR puts both runs under DIR (default runs/); --no-chat stops after training (CI's chat
+# stage exports the result to GGUF and serves it to the assistant). Other arguments go to the chat:
+# scripts/chat-cpu.sh --system "Eres Enlace." --temperature 0.5
 set -euo pipefail
 cd "$(dirname "$0")/.."
+runs=runs
+chat=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs=$2; shift 2 ;;
+    --no-chat) chat=0; shift ;;
+    *) break ;;
+  esac
+done
 start=$SECONDS
-uv run enlace-train configs/runs/smoke-cpu.yaml
-uv run enlace-train configs/runs/sft-cpu.yaml
+uv run enlace-train configs/runs/smoke-cpu.yaml "run.out_dir=$runs/smoke-cpu"
+# The conversations offer the model the very tool specs the assistant sends with every question.
+uv run enlace-assistant --tools-json > "$runs/assistant-tools.json"
+uv run enlace-data chat builtin "$runs/chat-data" --tools "$runs/assistant-tools.json"
+uv run enlace-train configs/runs/sft-cpu.yaml "train.init_from=$runs/smoke-cpu" \
+  "data.path=$runs/chat-data" "run.out_dir=$runs/sft-cpu"
 echo "base + chat fine-tuning: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
-grep '"chat_turn_end"' runs/sft-cpu/metrics.jsonl | tail -1
-exec uv run enlace-train chat runs/sft-cpu "$@"
+grep '"chat_turn_end"' "$runs/sft-cpu/metrics.jsonl" | tail -1
+[ "$chat" -eq 1 ] || exit 0
+exec uv run enlace-train chat "$runs/sft-cpu" "$@"

@@ -12,12 +12,17 @@
 #   6. llamacpp: the GGUF export run by the real llama.cpp (llama-cpp-python, built from the
 #      registry's source package into uv's cache the first time: tens of minutes on 2 cores, then
 #      seconds), in its own environment .venvs/llamacpp with the `llamacpp` dependency group;
-#   7. lm-eval: `enlace-train lm-eval` on a task defined from local files, in its own environment
+#   7. chat: scripts/chat-cpu.sh from nothing to a chat model (base smoke -> SFT, its time printed:
+#      the README's "under 10 minutes"), exported to GGUF, served by llama.cpp's llama-server
+#      (scripts/build-llama-server.sh: built once per version into ~/.cache/enlace, 10-15 min on 2
+#      cores) and asked a question through the assistant, which calls the search tool against a
+#      local fixture page;
+#   8. lm-eval: `enlace-train lm-eval` on a task defined from local files, in its own environment
 #      .venvs/lm-eval with the optional `lm-eval` extra (datasets, transformers: too heavy for the
 #      package's dev group). A missing lm_eval fails the stage instead of skipping the test.
 #
 # Usage: scripts/test.sh [stage ...]
-#   stages: packages cross promises browser lint llamacpp lm-eval (default: all)
+#   stages: packages cross promises browser lint llamacpp chat lm-eval (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -82,6 +87,18 @@ llamacpp_tests() {
   return "$rc"
 }
 
+chat_tests() {  # the runs go to runs/test-chat, fresh each time
+  local runs="$root/runs/test-chat" server
+  rm -rf "$runs"
+  server=$(bash scripts/build-llama-server.sh) &&
+    bash scripts/chat-cpu.sh --runs "$runs" --no-chat &&
+    uv run --locked enlace-model export "$runs/sft-cpu" "$runs/chat-q8_0.gguf" --format gguf --type q8_0 &&
+    ENLACE_GGUF_CHAT_MODEL="$runs/chat-q8_0.gguf" ENLACE_LLAMA_SERVER="$server" \
+      UV_PROJECT_ENVIRONMENT="$root/.venvs/enlace-agent" \
+      uv run --locked --exact --package enlace-agent pytest \
+      packages/enlace-agent/tests/test_agent_assistant_cli.py -k real_gguf_model -q -p no:cacheprovider
+}
+
 lm_eval_tests() {
   local env="$root/.venvs/lm-eval"
   UV_PROJECT_ENVIRONMENT="$env" uv sync --locked --package enlace-train --extra lm-eval --quiet &&
@@ -97,7 +114,7 @@ lint() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises browser lint llamacpp lm-eval)
+[ ${#stages[@]} -eq 0 ] && stages=(packages cross promises browser lint llamacpp chat lm-eval)
 for stage in "${stages[@]}"; do
   case "$stage" in
     packages) for pkg in "${packages[@]}"; do run_stage "tests: $pkg" package_tests "$pkg"; done ;;
@@ -106,8 +123,9 @@ for stage in "${stages[@]}"; do
     browser) run_stage "tests: web page in Chromium" browser_tests ;;
     lint) run_stage "lint + types" lint ;;
     llamacpp) run_stage "llama.cpp runs the GGUF export" llamacpp_tests ;;
+    chat) run_stage "chat: CPU run -> GGUF -> assistant" chat_tests ;;
     lm-eval) run_stage "lm-eval on a local task" lm_eval_tests ;;
-    *) echo "unknown stage: $stage (packages, cross, promises, browser, lint, llamacpp, lm-eval)" >&2; exit 2 ;;
+    *) echo "unknown stage: $stage (packages, cross, promises, browser, lint, llamacpp, chat, lm-eval)" >&2; exit 2 ;;
   esac
 done
 

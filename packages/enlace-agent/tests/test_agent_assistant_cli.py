@@ -91,6 +91,23 @@ def test_json_lists_the_tool_calls_and_their_providers(
     assert data["tool_rounds"] == 1 and data["stopped"] is None
 
 
+def test_tools_json_prints_the_specs_the_model_is_offered(
+    chat: Any, model_server: Any, setup_files: Path, clean_env: dict[str, str]
+) -> None:
+    """What `enlace-data chat builtin --tools` trains on: the exact specs of every request."""
+    from enlace_agent.search.tool import SEARCH_TOOL
+
+    code, out, _ = chat("--config", str(setup_files), "--tools-json")
+    assert code == 0 and json.loads(out) == [SEARCH_TOOL]
+    # The defaults (Brave as fallback, no key set): listing the specs needs no search key.
+    assert chat("--tools-json") == (0, out, "")
+    assert chat("--tools-json", "--max-tool-rounds", "0")[1] == "[]\n"
+    assert model_server.bodies == []  # no model is asked
+    model_server.script = [model_server.say("Hola.")]
+    assert chat("--config", str(setup_files), "--once", "Hola")[0] == 0
+    assert model_server.bodies[0]["tools"] == json.loads(out)
+
+
 def test_a_conversation_keeps_its_history(
     chat: Any, model_server: Any, setup_files: Path, clean_env: dict[str, str]
 ) -> None:
@@ -244,60 +261,85 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# One short result: the smoke chat model's context (1,536 bytes) holds the tool specs, the question,
+# the call and this result, with room for the answer.
+WEATHER_PAGE = """<html><body><table>
+<tr><td valign="top">1.&nbsp;</td><td><a rel="nofollow" class='result-link'
+ href="https://www.aemet.es/es/eltiempo/prediccion/municipios/zaragoza-id50297">Zaragoza - AEMET</a></td></tr>
+<tr><td>&nbsp;</td><td class='result-snippet'>Mañana en Zaragoza: soleado, máxima de 24 grados.</td></tr>
+<tr><td>&nbsp;</td><td><span class='link-text'>www.aemet.es</span></td></tr>
+</table></body></html>"""
+
+
 def test_real_gguf_model_answers_through_the_assistant(
     http_server: Any, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
-    """The chat model exported to GGUF, served by llama.cpp's server (llama-cpp-python, with the
-    chat template the GGUF carries), answers through the assistant and calls the search tool
-    against the local fixture. Wired by the GGUF stage: ENLACE_GGUF_CHAT_MODEL=path/to/model.gguf."""
+    """The chat model of `scripts/chat-cpu.sh`, exported to GGUF and served by llama.cpp's
+    `llama-server --jinja` (the home server's engine: it renders the chat template the GGUF carries
+    and parses the Hermes tool calls into `tool_calls`), answers through the assistant after
+    calling the search tool against the local fixture. `scripts/test.sh chat` builds both and sets
+    ENLACE_GGUF_CHAT_MODEL and ENLACE_LLAMA_SERVER; CI runs it."""
     model = os.environ.get("ENLACE_GGUF_CHAT_MODEL")
     if not model:
-        pytest.skip("ENLACE_GGUF_CHAT_MODEL is not set: no exported GGUF chat model to serve")
-    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed")
+        pytest.skip(
+            "ENLACE_GGUF_CHAT_MODEL is not set: no exported GGUF chat model to serve "
+            "(scripts/test.sh chat trains one, builds llama-server and runs this test)"
+        )
+    binary = os.environ.get("ENLACE_LLAMA_SERVER", "")
+    assert Path(binary).is_file(), (
+        "ENLACE_LLAMA_SERVER must name llama.cpp's llama-server (scripts/build-llama-server.sh)"
+    )
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.assistant import ToolCallFinished, TurnEnd, build_assistant
 
     port = _free_port()
-    serve = ["--model", model, "--model_alias", "enlace-chat", "--n_ctx", "4096"]
+    log = tmp_path / "server.log"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            *serve,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [binary, "-m", model, "--jinja", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     try:
         base = f"http://127.0.0.1:{port}/v1"
         import httpx
 
         for _ in range(240):
+            if server.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                pytest.fail(f"llama-server exited ({server.returncode}):\n{tail}")
             try:
-                if httpx.get(base + "/models", timeout=1).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
-                time.sleep(0.5)
-        url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("llama-server was not ready within 2 minutes")
+        url = http_server.reply("/lite/", 200, WEATHER_PAGE.encode())
         search = tmp_path / "search.yaml"
         search.write_text(
             json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}})
         )
-        config = AssistantConfig(base_url=base, search_config=str(search))
-        question = "Busca en internet qué lleva la tortilla de patatas."
+        # Greedy, and the short system prompt of the built-in conversations: a smoke-sized model
+        # learned the format, not the full default prompt.
+        config = AssistantConfig(
+            base_url=base,
+            search_config=str(search),
+            temperature=0.0,
+            system_prompt="Eres Enlace, un asistente familiar que habla español.",
+        )
+        question = "¿Qué tiempo hará mañana en Zaragoza?"  # a city held out of the SFT data
         events = list(build_assistant(config, {}).turn([], question))
     finally:
         server.terminate()
         server.wait(timeout=30)
     end = events[-1]
-    assert isinstance(end, TurnEnd) and end.text
-    assert any(isinstance(e, ToolCallFinished) and e.provider == "duckduckgo" for e in events)
+    assert isinstance(end, TurnEnd) and end.text.strip()
+    calls = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert calls and calls[0].provider == "duckduckgo", log.read_text(errors="replace")[-2000:]
+    assert end.sources  # the pages the search showed, cited with the answer
+    assert [m["role"] for m in end.messages][-3:] == ["assistant", "tool", "assistant"]
 
 
 def test_the_readme_library_example_runs_as_written(

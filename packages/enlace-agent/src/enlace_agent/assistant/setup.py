@@ -46,15 +46,27 @@ def build_client(config: AssistantConfig, env: Mapping[str, str]) -> ChatClient:
     )
 
 
+def assistant_tools(
+    config: AssistantConfig,
+    env: Mapping[str, str],
+    *,
+    chain: SearchChain | None = None,
+    build_chain: bool = True,
+) -> list[SearchTool]:
+    """The tools the model is offered: the search tool, unless `max_tool_rounds` is 0. With
+    `build_chain` the search chain is built now, so a missing search key fails at start-up
+    (`MissingCredential`), not mid-conversation; without it (to list the specs) no key is read."""
+    if config.max_tool_rounds == 0:
+        return []
+    if chain is None and build_chain:
+        search_file = Path(config.search_config) if config.search_config else None
+        chain = SearchChain(load_search_config(search_file, environ=env), env=env)
+    return [SearchTool(chain)]
+
+
 def build_assistant(
     config: AssistantConfig, env: Mapping[str, str], *, chain: SearchChain | None = None
 ) -> Assistant:
-    """The assistant with its search tool (none when `max_tool_rounds` is 0). The search chain is
-    built here, so a missing search key fails now (`MissingCredential`), not mid-conversation."""
-    tools: list[SearchTool] = []
-    if config.max_tool_rounds > 0:
-        if chain is None:
-            search_file = Path(config.search_config) if config.search_config else None
-            chain = SearchChain(load_search_config(search_file, environ=env), env=env)
-        tools.append(SearchTool(chain))
+    """The assistant with its tools (`assistant_tools`), its chain built now."""
+    tools = assistant_tools(config, env, chain=chain)
     return Assistant(build_client(config, env), tools=tools, config=config)

@@ -3,6 +3,7 @@
     enlace-assistant                          # a conversation (history kept until you leave)
     enlace-assistant --once "¿Qué tiempo hará mañana en Soria?"
     enlace-assistant --once "..." --json      # the answer, the tool calls and their providers
+    enlace-assistant --tools-json             # the tool specs the model is offered (for its SFT data)
 
 Exit codes: 0 answered, 1 the model server failed (down, slow, unknown model, broken answer),
 2 bad usage or configuration. Only the standard library is imported before the arguments are
@@ -52,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--once", metavar="PREGUNTA", help="hace una sola pregunta y termina")
     parser.add_argument(
         "--json", action="store_true", help="salida JSON: respuesta, llamadas y proveedores"
+    )
+    parser.add_argument(
+        "--tools-json",
+        action="store_true",
+        help="escribe las herramientas que se ofrecen al modelo (JSON, formato OpenAI) y termina; "
+        "`enlace-data chat builtin DIR --tools FICHERO` entrena con ellas",
     )
     add_assistant_options(parser)
     return parser
@@ -119,6 +126,8 @@ def setup_assistant(
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     if args.once is not None and not args.once.strip():
         return fail("la pregunta está vacía.", EXIT_USAGE, sys.stderr)
+    if args.tools_json:
+        return _print_tools(args)
     built = setup_assistant(args, secrets)
     if isinstance(built, str):
         return fail(built, EXIT_USAGE, sys.stderr)
@@ -140,6 +149,22 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
             return EXIT_OK
         if question:
             history = _ask(assistant, history, question, args.json, secrets)[1]
+
+
+def _print_tools(args: argparse.Namespace) -> int:
+    """The specs every request offers, without a model server or a search key."""
+    from enlace_agent.assistant import load_config
+    from enlace_agent.assistant.setup import assistant_tools
+    from enlace_agent.settings import SettingsError, load_env
+
+    try:
+        env = load_env(args.env_file)
+        config = load_config(args.config, overrides={"max_tool_rounds": args.max_tool_rounds})
+    except SettingsError as exc:
+        return fail(f"configuración no válida.\n{exc}", EXIT_USAGE, sys.stderr)
+    specs = [tool.spec for tool in assistant_tools(config, env, build_chain=False)]
+    sys.stdout.write(json.dumps(specs, ensure_ascii=False, indent=2) + "\n")
+    return EXIT_OK
 
 
 def _ask(
