@@ -18,7 +18,7 @@ from enlace_model import (
     flops_per_token,
 )
 from enlace_model import model as model_module
-from enlace_model.model import apply_rotary, rotary_tables
+from enlace_model.model import AttentionInputs, apply_rotary, rotary_tables
 from torch.nn.attention import SDPBackend
 
 TINY_50M = Path(__file__).resolve().parents[3] / "configs" / "model" / "tiny-50m.yaml"
@@ -126,7 +126,7 @@ def test_gqa_with_all_kv_heads_equals_multi_head_attention(tiny_config):
     attn = model.layers[0].attn
     x = torch.randn(2, 9, 32, dtype=torch.float64)
     cos, sin = model.rope_cos[:9], model.rope_sin[:9]
-    got = attn(x, cos, sin, "math")
+    got = attn(x, AttentionInputs(cos, sin, "math"))
     q = apply_rotary((x @ attn.q_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2), cos, sin)
     k = apply_rotary((x @ attn.k_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2), cos, sin)
     v = (x @ attn.v_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2)
