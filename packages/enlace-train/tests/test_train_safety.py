@@ -313,6 +313,22 @@ def test_sample_refuses_nonsense_arguments(tmp_path, capsys, args):
     assert args[0] in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-new-tokens", "0"],
+        ["--temperature", "nan"],
+        ["--temperature", "-1"],
+        ["--top-p", "0"],
+    ],
+)
+def test_chat_refuses_nonsense_arguments_as_sample_does(tmp_path, capsys, args):
+    with pytest.raises(SystemExit) as info:
+        main(["chat", str(tmp_path), *args])
+    assert info.value.code == 2
+    assert args[0] in capsys.readouterr().err
+
+
 # ----------------------------------------------------------------------------- 8. memory at start-up
 def test_a_model_that_cannot_fit_the_device_is_refused_at_start_up(write_run, capsys):
     """800 B parameters cannot fit any machine this runs on: exit 2 naming the keys, before any
