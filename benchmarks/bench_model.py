@@ -2,8 +2,8 @@
 
     uv run python benchmarks/bench_model.py [--threads 2] [--repeats 5] [--skip-train]
 
-At the tiny-50m shape (width 512, 8 layers, 8 heads, 2 kv heads, SwiGLU 1536, vocabulary 32768,
-context 1024, tied embeddings), float32, on CPU:
+At the tiny-50m shape (configs/model/tiny-50m.yaml: width 512, 8 layers, 8 heads, 2 kv heads,
+SwiGLU 1536, vocabulary 32768, context 1024, tied embeddings), float32, on CPU:
 
 1. batch-1 greedy decoding, a 16-token prompt and 128 new tokens: `enlace_model.generate` vs
    `Qwen3ForCausalLM.generate` (its default cache) loaded from Enlace's own export. Reports the
@@ -26,22 +26,17 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+from enlace_config import load_config
 from enlace_config.schema.model import ModelConfig
 from enlace_model import atomic_checkpoint, build_model, flops_per_token, generate, save_model
 from enlace_model.export import export_hf
 
-TINY_50M = ModelConfig(
-    vocab_size=32768,
-    context_length=1024,
-    d_model=512,
-    n_layers=8,
-    n_heads=8,
-    n_kv_heads=2,
-    ffn_hidden=1536,
-    tie_embeddings=True,
-)
+# The shape the benchmarks compare at (bench_gguf.py imports it too).
+TINY_50M_FILE = Path(__file__).resolve().parents[1] / "configs" / "model" / "tiny-50m.yaml"
+TINY_50M = load_config(TINY_50M_FILE, schema=ModelConfig).config
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:

@@ -200,6 +200,18 @@ def test_exact_resume(tmp_path: Path) -> None:
         other.load_state_dict(state)
 
 
+def test_state_checks_are_the_token_loaders(tmp_path: Path) -> None:
+    """The chat loader resumes under the same checks as the token loader (one StreamLoader)."""
+    state = build_loader(_chat_cfg(tmp_path, 30), micro_batch_size=2, seed=5).state_dict()
+    longer = build_loader(_chat_cfg(tmp_path, 30, T=901), micro_batch_size=2, seed=5)
+    with pytest.raises(DataError, match=r"chat loader .*data\.context_length was 900, now 901"):
+        longer.load_state_dict(state)
+    with pytest.raises(DataError, match="unknown chat loader state"):
+        longer.load_state_dict({"samples_consumed": 3})
+    with pytest.raises(ValueError, match="micro_batch_size must be positive"):
+        build_loader(_chat_cfg(tmp_path, 30), micro_batch_size=0, seed=5)
+
+
 def test_ranks_split_the_rows(tmp_path: Path) -> None:
     cfg = _chat_cfg(tmp_path, 30)
     whole = build_loader(cfg, micro_batch_size=4, seed=2)

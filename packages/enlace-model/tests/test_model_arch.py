@@ -4,10 +4,13 @@ the loss, the attention backends (including the 2060's kv-expansion path), init 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from enlace_config import load_config
+from enlace_config.schema.model import ModelConfig
 from enlace_model import (
     AttentionBackendError,
     build_model,
@@ -15,8 +18,10 @@ from enlace_model import (
     flops_per_token,
 )
 from enlace_model import model as model_module
-from enlace_model.model import apply_rotary, rotary_tables
+from enlace_model.model import AttentionInputs, apply_rotary, rotary_tables
 from torch.nn.attention import SDPBackend
+
+TINY_50M = Path(__file__).resolve().parents[3] / "configs" / "model" / "tiny-50m.yaml"
 
 
 # --- a plain reference, written independently of model.py ----------------------------------------
@@ -121,7 +126,7 @@ def test_gqa_with_all_kv_heads_equals_multi_head_attention(tiny_config):
     attn = model.layers[0].attn
     x = torch.randn(2, 9, 32, dtype=torch.float64)
     cos, sin = model.rope_cos[:9], model.rope_sin[:9]
-    got = attn(x, cos, sin, "math")
+    got = attn(x, AttentionInputs(cos, sin, "math"))
     q = apply_rotary((x @ attn.q_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2), cos, sin)
     k = apply_rotary((x @ attn.k_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2), cos, sin)
     v = (x @ attn.v_proj.weight.T).view(2, 9, 4, 8).transpose(1, 2)
@@ -338,21 +343,13 @@ def test_parameter_count_and_flops(tiny_config, overrides):
 
 
 def test_tiny_50m_shape_has_the_expected_size():
-    from enlace_config.schema.model import ModelConfig
-
-    cfg = ModelConfig(
-        vocab_size=32768,
-        context_length=1024,
-        d_model=512,
-        n_layers=8,
-        n_heads=8,
-        n_kv_heads=2,
-        ffn_hidden=1536,
-    )
-    assert (
-        count_parameters(cfg)
-        == 32768 * 512 + 8 * (512 * 64 * 20 + 2 * 64 + 3 * 512 * 1536 + 2 * 512) + 512
-    )
+    """configs/model/tiny-50m.yaml, the shape the benchmarks compare at: about 41 M parameters."""
+    cfg = load_config(TINY_50M, schema=ModelConfig).config
+    C, F, V = cfg.d_model, cfg.ffn_hidden, cfg.vocab_size
+    attn = C * cfg.head_dim * (2 * cfg.n_heads + 2 * cfg.n_kv_heads)
+    per_layer = attn + 2 * cfg.head_dim + 3 * C * F + 2 * C  # + QK-norm, SwiGLU, two norms
+    assert cfg.tie_embeddings and cfg.qk_norm
+    assert count_parameters(cfg) == V * C + cfg.n_layers * per_layer + C
     assert 40e6 < count_parameters(cfg) < 42e6
 
 

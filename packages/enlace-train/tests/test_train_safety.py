@@ -295,6 +295,7 @@ def test_out_dir_that_is_a_file_exits_2_naming_the_key(write_run, h, capsys):
 
 
 # ----------------------------------------------------------------------------- 14. sample
+@pytest.mark.parametrize("command", ["sample", "chat"])  # one set of generation options
 @pytest.mark.parametrize(
     "args",
     [
@@ -302,13 +303,15 @@ def test_out_dir_that_is_a_file_exits_2_naming_the_key(write_run, h, capsys):
         ["--max-new-tokens", "0"],
         ["--temperature", "nan"],
         ["--temperature", "-1"],
-        ["--top-k", "0"],
+        ["--top-k", "0"],  # sample only (chat has no --top-k: refused as unknown)
         ["--top-p", "1.5"],
+        ["--top-p", "0"],
     ],
 )
-def test_sample_refuses_nonsense_arguments(tmp_path, capsys, args):
+def test_sample_and_chat_refuse_nonsense_arguments(tmp_path, capsys, command, args):
+    prompt = ["--prompt", "Hola"] if command == "sample" else []
     with pytest.raises(SystemExit) as info:
-        main(["sample", str(tmp_path), "--prompt", "Hola", *args])
+        main([command, str(tmp_path), *prompt, *args])
     assert info.value.code == 2
     assert args[0] in capsys.readouterr().err
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -26,7 +26,7 @@ class Source:
     provider: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"title": self.title, "url": self.url, "provider": self.provider}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

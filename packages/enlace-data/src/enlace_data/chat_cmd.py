@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from enlace_data._fs import write_atomic
 from enlace_data.errors import DataError
 
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -137,13 +137,14 @@ def run(args: argparse.Namespace) -> int:
             f"too few valid conversations for a train and a val split ({len(splits['train'])} "
             f"train, {len(splits['val'])} val, {skipped} skipped): {'; '.join(reasons)}"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    for split, convs in splits.items():
-        tmp = out / f".{split}.jsonl.tmp-{os.getpid()}"
-        tmp.write_text(
-            "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs), encoding="utf-8"
-        )
-        os.replace(tmp, out / f"{split}.jsonl")
+    write_atomic(
+        {
+            out / f"{split}.jsonl": "".join(
+                json.dumps(c, ensure_ascii=False) + "\n" for c in convs
+            ).encode()
+            for split, convs in splits.items()
+        }
+    )
     print(
         f"wrote {out}/train.jsonl ({len(splits['train'])} conversations) and val.jsonl "
         f"({len(splits['val'])}); skipped {skipped} invalid"

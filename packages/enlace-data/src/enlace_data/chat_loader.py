@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Unpack
 
 import numpy as np
 from enlace_config.schema.data import DataConfig
@@ -40,10 +40,8 @@ from enlace_config.schema.data import DataConfig
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.chat import ChatTokenizer, normalize_conversation, render
 from enlace_data.errors import DataError
+from enlace_data.loader import IntArray, Split, StreamArgs, StreamLoader
 
-Split = Literal["train", "val"]
-STATE_FORMAT = 1
-IntArray = np.ndarray[Any, np.dtype[np.int64]]
 ChatBatch = tuple[IntArray, IntArray, IntArray]
 
 
@@ -201,36 +199,23 @@ def render_examples(
 
 
 # ----------------------------------------------------------------------------- the loader
-class ChatLoader:
+class ChatLoader(StreamLoader):
     """Iterator of (inputs, targets, segments) int64 arrays of shape (micro_batch_size, T)."""
+
+    _what = "chat loader"
 
     def __init__(
         self,
         examples: ChatExamples,
         *,
-        split: Split,
-        context_length: int,
-        micro_batch_size: int,
-        seed: int,
         pad_id: int,
         vocab_size: int,
         tokenizer_id: str,
-        rank: int = 0,
-        world_size: int = 1,
+        **stream: Unpack[StreamArgs],
     ) -> None:
-        if world_size <= 0 or not 0 <= rank < world_size:
-            raise ValueError(
-                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
-            )
+        super().__init__(**stream)
         self._ex = examples
-        self.split: Split = split
-        self.context_length = context_length
-        self.micro_batch_size = micro_batch_size
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
         self.pad_id = pad_id
-        self.samples_consumed = 0  # conversations, all ranks together
         self.description = examples.description
         self.bytes_per_token = examples.bytes_per_token
         self.vocab_size = vocab_size
@@ -287,9 +272,6 @@ class ChatLoader:
             seg[i, at:] = len(row)  # padding: a segment of its own
         return x, y, seg
 
-    def __iter__(self) -> Iterator[ChatBatch]:
-        return self
-
     def __next__(self) -> ChatBatch:
         B, W = self.micro_batch_size, self.world_size
         if self.split == "val" and self.samples_consumed >= self.conversations:
@@ -298,52 +280,11 @@ class ChatLoader:
         self.samples_consumed = end
         return self._assemble(rows[self.rank * B : (self.rank + 1) * B])
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "format": STATE_FORMAT,
-            "kind": "chat",
-            "split": self.split,
-            "dataset": self._ex.fingerprint,
-            "dataset_summary": self.description,
-            "seed": self.seed,
-            "context_length": self.context_length,
-            "samples_consumed": self.samples_consumed,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue exactly where the saved loader stopped; refuse a state from other data."""
-        mine = self.state_dict()
-        problems = [
-            f"{key} was {state.get(key)!r}, now {mine[key]!r}"
-            for key in ("format", "kind", "split", "seed", "context_length")
-            if not isinstance(state, dict) or state.get(key) != mine[key]
-        ]
-        if isinstance(state, dict) and state.get("dataset") != mine["dataset"]:
-            problems.append(
-                f"the state was saved on other data ({state.get('dataset_summary')!r}); this "
-                f"loader reads {self.description!r}"
-            )
-        consumed = state.get("samples_consumed") if isinstance(state, dict) else None
-        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
-            problems.append(f"samples_consumed must be a non-negative integer, got {consumed!r}")
-        if problems:
-            raise DataError(
-                "refusing to resume the chat loader from a state that does not match it: "
-                + "; ".join(problems)
-                + ". Resume with the same data and settings, or start a new run."
-            )
-        assert isinstance(consumed, int)
-        self.samples_consumed = consumed
+    def _dataset(self) -> tuple[str, str, str]:
+        return "chat", self._ex.fingerprint, self.description
 
     def close(self) -> None:
         """Nothing to release: the examples live in memory."""
-
-    def __repr__(self) -> str:
-        return (
-            f"ChatLoader({self.description!r}, split={self.split}, B={self.micro_batch_size}, "
-            f"T={self.context_length}, rank={self.rank}/{self.world_size}, "
-            f"samples_consumed={self.samples_consumed})"
-        )
 
 
 def build_chat_loader(

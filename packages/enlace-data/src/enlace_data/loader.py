@@ -44,9 +44,8 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, Self, TypedDict, Unpack
 
 import numpy as np
 from enlace_config.schema.data import DataConfig
@@ -406,46 +405,136 @@ def _assemble(
     return buf[:, :-1].astype(np.int64), buf[:, 1:].astype(np.int64)
 
 
-# ----------------------------------------------------------------------------- loader
-class Loader:
-    """Iterator of (inputs, targets) int64 arrays of shape (micro_batch_size, context_length).
+# ----------------------------------------------------------------------------- loaders
+class StreamArgs(TypedDict):
+    """The keyword arguments of every loader: which split, the shapes, the seed of the order, and
+    this process's rank among world_size (default 0 of 1)."""
 
-    Train: infinite, reshuffled each epoch. Val: one pass in file order, then StopIteration.
-    """
+    split: Split
+    context_length: int
+    micro_batch_size: int
+    seed: int
+    rank: NotRequired[int]
+    world_size: NotRequired[int]
 
-    def __init__(
-        self,
-        source: _Source,
-        *,
-        split: Split,
-        context_length: int,
-        micro_batch_size: int,
-        seed: int,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> None:
+
+class StreamLoader:
+    """What both loaders share (`Loader` below, `chat_loader.ChatLoader`): every rank walks one
+    global stream of samples, each step taking the next W*B (rank r its r-th block of B), and the
+    state is `samples_consumed` with what it is valid for (dataset fingerprint, seed, context
+    length), checked on resume. Each loader sets what it reads (`description`, `bytes_per_token`,
+    `vocab_size`, `tokenizer_id`) and says `_dataset()`."""
+
+    _what = "data loader"  # in messages
+    _location: Path | str | None = None  # the data's path, for messages
+    description: str
+    bytes_per_token: float
+    vocab_size: int
+    tokenizer_id: str
+
+    def __init__(self, **stream: Unpack[StreamArgs]) -> None:
+        micro_batch_size, rank = stream["micro_batch_size"], stream.get("rank", 0)
+        world_size = stream.get("world_size", 1)
         if micro_batch_size <= 0:
             raise ValueError(f"micro_batch_size must be positive, got {micro_batch_size}")
         if world_size <= 0 or not 0 <= rank < world_size:
             raise ValueError(
                 f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
             )
+        self.split: Split = stream["split"]
+        self.context_length = stream["context_length"]
+        self.micro_batch_size = micro_batch_size
+        self.seed = stream["seed"]
+        self.rank = rank
+        self.world_size = world_size
+        self.samples_consumed = 0  # global samples (chat: conversations), all ranks together
+
+    def _dataset(self) -> tuple[str, str, str]:
+        """(data.kind, fingerprint, summary) of what this loader reads."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Self:
+        return self
+
+    def state_dict(self) -> dict[str, Any]:
+        """A small JSON-serialisable state; the position counts global samples, not batches."""
+        kind, fingerprint, summary = self._dataset()
+        return {
+            "format": STATE_FORMAT,
+            "kind": kind,
+            "split": self.split,
+            "dataset": fingerprint,
+            "dataset_summary": summary,
+            "seed": self.seed,
+            "context_length": self.context_length,
+            "samples_consumed": self.samples_consumed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly where the saved loader stopped; refuse a state from other data."""
+        mine = self.state_dict()
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise DataError(
+                f"unknown {self._what} state (format {state.get('format') if isinstance(state, dict) else state!r}, "
+                f"expected {STATE_FORMAT}); it was written by another enlace-data version",
+                path=self._location,
+            )
+        problems: list[str] = []
+        for key, what in (("kind", "data.kind"), ("split", "split"), ("dataset", "dataset")):
+            if state.get(key) != mine[key]:
+                if key == "dataset":
+                    problems.append(
+                        f"the state was saved on other data ({state.get('dataset_summary')!r}); "
+                        f"this loader reads {mine['dataset_summary']!r}"
+                    )
+                else:
+                    problems.append(f"{what} was {state.get(key)!r}, now {mine[key]!r}")
+        if state.get("seed") != self.seed:
+            problems.append(f"the seed (train.seed) was {state.get('seed')!r}, now {self.seed!r}")
+        if state.get("context_length") != self.context_length:
+            problems.append(
+                f"data.context_length was {state.get('context_length')!r}, now {self.context_length}"
+            )
+        consumed = state.get("samples_consumed")
+        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
+            problems.append(f"samples_consumed must be a non-negative integer, got {consumed!r}")
+        if problems:
+            raise DataError(
+                f"refusing to resume the {self._what} from a state that does not match it: "
+                + "; ".join(problems)
+                + ". Resume with the same data and settings, or start a new run.",
+                path=self._location,
+            )
+        assert isinstance(consumed, int)
+        self.samples_consumed = consumed
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.description!r}, split={self.split}, "
+            f"B={self.micro_batch_size}, T={self.context_length}, rank={self.rank}/"
+            f"{self.world_size}, samples_consumed={self.samples_consumed})"
+        )
+
+
+class Loader(StreamLoader):
+    """Iterator of (inputs, targets) int64 arrays of shape (micro_batch_size, context_length).
+
+    Train: infinite, reshuffled each epoch. Val: one pass in file order, then StopIteration.
+    """
+
+    def __init__(self, source: _Source, **stream: Unpack[StreamArgs]) -> None:
+        super().__init__(**stream)
         self._source = source
-        self._windows = _Windows(source, context_length)
+        self._location = source.location
+        T = self.context_length
+        self._windows = _Windows(source, T)
         if self._windows.count == 0:
             raise DataError(
-                f"the {split} split has no window of context_length + 1 = {context_length + 1} "
+                f"the {self.split} split has no window of context_length + 1 = {T + 1} "
                 f"tokens ({int(source.lengths.sum())} tokens in all); add data or lower "
                 "data.context_length",
                 path=source.location,
             )
-        self.split: Split = split
-        self.context_length = context_length
-        self.micro_batch_size = micro_batch_size
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
-        self.samples_consumed = 0
         self.description = source.description
         self.bytes_per_token = source.bytes_per_token
         self.vocab_size = source.vocab_size
@@ -523,9 +612,6 @@ class Loader:
             segs[sel], starts[sel] = self._windows.locate(windows[sel], self._phase(int(e)))
         return segs, starts
 
-    def __iter__(self) -> Iterator[tuple[IntArray, IntArray]]:
-        return self
-
     def __next__(self) -> tuple[IntArray, IntArray]:
         B, W = self.micro_batch_size, self.world_size
         if self.split == "val" and self.samples_consumed + W * B > self._windows.count:
@@ -537,67 +623,14 @@ class Loader:
         self.samples_consumed += W * B
         return batch
 
-    def state_dict(self) -> dict[str, Any]:
-        """A small JSON-serialisable state; the position counts global samples, not batches."""
-        return {
-            "format": STATE_FORMAT,
-            "kind": self._source.kind,
-            "split": self.split,
-            "dataset": self._source.fingerprint,
-            "dataset_summary": self._source.summary,
-            "seed": self.seed,
-            "context_length": self.context_length,
-            "samples_consumed": self.samples_consumed,
-            "samples_per_epoch": self._windows.count,
-        }
+    def _dataset(self) -> tuple[str, str, str]:
+        return self._source.kind, self._source.fingerprint, self._source.summary
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue exactly where the saved loader stopped; refuse a state from other data."""
-        mine = self.state_dict()
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise DataError(
-                f"unknown data loader state (format {state.get('format') if isinstance(state, dict) else state!r}, "
-                f"expected {STATE_FORMAT}); it was written by another enlace-data version",
-                path=self._source.location,
-            )
-        problems: list[str] = []
-        for key, what in (("kind", "data.kind"), ("split", "split"), ("dataset", "dataset")):
-            if state.get(key) != mine[key]:
-                if key == "dataset":
-                    problems.append(
-                        f"the state was saved on other data ({state.get('dataset_summary')!r}); "
-                        f"this loader reads {mine['dataset_summary']!r}"
-                    )
-                else:
-                    problems.append(f"{what} was {state.get(key)!r}, now {mine[key]!r}")
-        if state.get("seed") != self.seed:
-            problems.append(f"the seed (train.seed) was {state.get('seed')!r}, now {self.seed!r}")
-        if state.get("context_length") != self.context_length:
-            problems.append(
-                f"data.context_length was {state.get('context_length')!r}, now {self.context_length}"
-            )
-        consumed = state.get("samples_consumed")
-        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
-            problems.append(f"samples_consumed must be a non-negative integer, got {consumed!r}")
-        if problems:
-            raise DataError(
-                "refusing to resume the data loader from a state that does not match it: "
-                + "; ".join(problems)
-                + ". Resume with the same data and settings, or start a new run.",
-                path=self._source.location,
-            )
-        assert isinstance(consumed, int)
-        self.samples_consumed = consumed
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "samples_per_epoch": self._windows.count}
 
     def close(self) -> None:
         self._source.close()
-
-    def __repr__(self) -> str:
-        return (
-            f"Loader({self.description!r}, split={self.split}, B={self.micro_batch_size}, "
-            f"T={self.context_length}, rank={self.rank}/{self.world_size}, "
-            f"samples_consumed={self.samples_consumed})"
-        )
 
 
 def build_loader(

@@ -154,17 +154,25 @@ def _write_complete(directory: Path, step: int | None) -> None:
             "bytes": p.stat().st_size,
         }
     marker = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, "files": files}
-    _atomic_write_bytes(directory / COMPLETE_FILE, (json.dumps(marker, indent=1) + "\n").encode())
+    with atomic_file(directory / COMPLETE_FILE) as tmp:
+        tmp.write_bytes((json.dumps(marker, indent=1) + "\n").encode())
     _fsync_dir(directory)
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """enlace-model's one atomic file write: yield a temporary path beside `path` to write; on a
+    clean exit it is fsynced and renamed over `path`, on an exception removed. (The directory's
+    fsync is the caller's: a checkpoint fsyncs its directory once, after all its files.)"""
     tmp = path.with_name(f"{_TMP_PREFIX}{path.name}-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _pid_alive(pid: int) -> bool:
@@ -275,15 +283,15 @@ def save_model(directory: PathLike, model: Transformer, cfg: ModelConfig) -> Non
     are saved in the dtype they have, each tensor once."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f"{_TMP_PREFIX}{MODEL_FILE}-{os.getpid()}"
-    write_safetensors(tmp, model.state_dict(), {"format": "pt"})
-    os.replace(tmp, d / MODEL_FILE)
+    with atomic_file(d / MODEL_FILE) as tmp:
+        write_safetensors(tmp, model.state_dict(), {"format": "pt"})
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": cfg.model_dump(mode="json"),
     }
-    _atomic_write_bytes(d / CONFIG_FILE, (json.dumps(meta, indent=2) + "\n").encode())
+    with atomic_file(d / CONFIG_FILE) as tmp:
+        tmp.write_bytes((json.dumps(meta, indent=2) + "\n").encode())
 
 
 # --- finding and checking -----------------------------------------------------------------------

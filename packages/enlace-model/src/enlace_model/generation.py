@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -224,29 +225,26 @@ def _decode_window(
                 )
 
 
+class Sampling(TypedDict, total=False):
+    """generate's keyword options: generate_stream's, with its defaults."""
+
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    stop_tokens: Iterable[int]
+    seed: int | None
+
+
 def generate(
     model: Transformer,
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
-    *,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    stop_tokens: Iterable[int] = (),
-    seed: int | None = None,
+    **sampling: Unpack[Sampling],
 ) -> list[list[int]]:
-    """The new tokens of each prompt (prompt excluded, stop token excluded)."""
+    """The new tokens of each prompt (prompt excluded, stop token excluded); the options are
+    generate_stream's."""
     outs: list[list[int]] = [[] for _ in prompts]
-    for step in generate_stream(
-        model,
-        prompts,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        stop_tokens=stop_tokens,
-        seed=seed,
-    ):
+    for step in generate_stream(model, prompts, max_new_tokens, **sampling):
         for i, t in enumerate(step):
             if t is not None:
                 outs[i].append(t)

@@ -41,6 +41,7 @@ from torch import Tensor
 from enlace_model.checkpoint import (
     HF_TOKENIZER_CONFIG_FILE,
     HF_TOKENIZER_FILE,
+    atomic_file,
     load_state_dict,
     read_model_config,
     resolve_checkpoint,
@@ -275,22 +276,18 @@ def export_gguf(
     if out.is_dir():
         raise CheckpointError(f"{out}: is a directory; give the .gguf file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     arch = gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.QWEN3 if cfg.qk_norm else gguf.MODEL_ARCH.LLAMA]
-    writer = gguf.GGUFWriter(tmp, arch)
-    try:
-        _add_hyperparameters(writer, cfg, f"enlace-{ckpt.name}", outtype)
-        template = chat_template or saved_chat_template(ckpt)
-        _add_tokenizer(writer, tok, tok_config, template, cfg.vocab_size)
-        for name, data, qtype in _tensors(cfg, state, outtype):
-            writer.add_tensor(name, data, raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        os.replace(tmp, out)
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(out) as tmp:
+        writer = gguf.GGUFWriter(tmp, arch)
+        try:
+            _add_hyperparameters(writer, cfg, f"enlace-{ckpt.name}", outtype)
+            template = chat_template or saved_chat_template(ckpt)
+            _add_tokenizer(writer, tok, tok_config, template, cfg.vocab_size)
+            for name, data, qtype in _tensors(cfg, state, outtype):
+                writer.add_tensor(name, data, raw_dtype=qtype)
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
+        finally:
+            writer.close()
     return out

@@ -89,6 +89,17 @@ _SDPA_BACKENDS: dict[str, list[SDPBackend] | None] = {
 LayerCache = tuple[Tensor, Tensor]
 
 
+@dataclass(slots=True)
+class AttentionInputs:
+    """What every layer's attention reads in one forward call, built once by the model."""
+
+    cos: Tensor  # rotary tables of these positions: (T, D), or (B, 1, T, D) per sequence
+    sin: Tensor
+    attention: str  # the SDPA backend (see Transformer.set_attention)
+    pos: int = 0  # the cache slot of the first position
+    mask: Tensor | None = None  # additive, (B, 1, T, pos+T); None: plain causal
+
+
 # --- norm ---------------------------------------------------------------------------------------
 class RMSNorm(nn.Module):
     """RMSNorm with a learned scale, computed in float32 (as Hugging Face's Qwen3RMSNorm)."""
@@ -155,25 +166,17 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
 
-    def forward(
-        self,
-        x: Tensor,
-        cos: Tensor,
-        sin: Tensor,
-        attention: str,
-        cache: LayerCache | None = None,
-        pos: int = 0,
-        mask: Tensor | None = None,
-    ) -> Tensor:
+    def forward(self, x: Tensor, a: AttentionInputs, cache: LayerCache | None = None) -> Tensor:
         B, T, _ = x.shape
+        pos, mask = a.pos, a.mask
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim)  # (B, T, KV, D)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim)  # (B, T, KV, D)
         if self.q_norm is not None and self.k_norm is not None:
             q = self.q_norm(q)  # per head, over D, before the rotation
             k = self.k_norm(k)
-        q = apply_rotary(q.transpose(1, 2), cos, sin)  # (B, H, T, D)
-        k = apply_rotary(k.transpose(1, 2), cos, sin)  # (B, KV, T, D)
+        q = apply_rotary(q.transpose(1, 2), a.cos, a.sin)  # (B, H, T, D)
+        k = apply_rotary(k.transpose(1, 2), a.cos, a.sin)  # (B, KV, T, D)
         v = v.transpose(1, 2)  # (B, KV, T, D)
         if cache is not None:
             k_cache, v_cache = cache  # (B, KV, L, D) each
@@ -181,10 +184,10 @@ class Attention(nn.Module):
             v_cache[:, :, pos : pos + T] = v
             k = k_cache[:, :, : pos + T]  # (B, KV, pos+T, D)
             v = v_cache[:, :, : pos + T]
-        if T == 1 and cache is not None and attention in ("auto", "math"):
+        if T == 1 and cache is not None and a.attention in ("auto", "math"):
             y = single_query_attention(q, k, v, mask)  # (B, H, 1, D)
         else:
-            y = self._sdpa(q, k, v, mask, pos == 0 and mask is None, attention)  # (B, H, T, D)
+            y = self._sdpa(q, k, v, mask, pos == 0 and mask is None, a.attention)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*D)
         return self.o_proj(y)
 
@@ -242,17 +245,8 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(
-        self,
-        x: Tensor,
-        cos: Tensor,
-        sin: Tensor,
-        attention: str,
-        cache: LayerCache | None = None,
-        pos: int = 0,
-        mask: Tensor | None = None,
-    ) -> Tensor:
-        x = x + self.attn(self.attn_norm(x), cos, sin, attention, cache, pos, mask)
+    def forward(self, x: Tensor, a: AttentionInputs, cache: LayerCache | None = None) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), a, cache)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -359,9 +353,10 @@ class Transformer(nn.Module):
             allowed = (segments[:, :, None] == segments[:, None, :]) & causal  # (B, T, T)
             mask = torch.zeros(allowed.shape, dtype=x.dtype, device=idx.device)
             mask = mask.masked_fill_(~allowed, float("-inf")).unsqueeze(1)  # (B, 1, T, T)
+        a = AttentionInputs(cos, sin, self.attention, 0, mask)
         with self._sdpa_context():
             for layer in self.layers:
-                x = layer(x, cos, sin, self.attention, None, 0, mask)
+                x = layer(x, a)
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
         if targets is None:
             return ModelOutput(logits=logits)
@@ -390,9 +385,10 @@ class Transformer(nn.Module):
         else:
             cos = self.rope_cos[positions].to(x.dtype).unsqueeze(1)  # (B, 1, T, D)
             sin = self.rope_sin[positions].to(x.dtype).unsqueeze(1)
+        a = AttentionInputs(cos, sin, self.attention, pos, mask)
         with self._sdpa_context():
             for layer, layer_cache in zip(self.layers, cache, strict=True):
-                x = layer(x, cos, sin, self.attention, layer_cache, pos, mask)
+                x = layer(x, a, layer_cache)
         return F.linear(self.norm(x[:, -1]), self.head_weight)  # (B, V)
 
 

@@ -81,6 +81,23 @@ def _number(
     return parse
 
 
+def _sampling_options(
+    p: argparse.ArgumentParser,
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float | None,
+    seed: int | None,
+) -> None:
+    """The generation options `sample` and `chat` share, with each command's defaults."""
+    p.add_argument("--max-new-tokens", type=_number(int, 1), default=max_new_tokens)
+    p.add_argument(
+        "--temperature", type=_number(float, 0), default=temperature, help="0 for greedy decoding"
+    )
+    p.add_argument("--top-p", type=_number(float, 0, 1, open_low=True), default=top_p)
+    p.add_argument("--seed", type=int, default=seed, help="sampling seed (same seed, same output)")
+
+
 def _sample_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="enlace-train sample",
@@ -88,13 +105,8 @@ def _sample_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run_dir", help="a run directory (runs/NAME) or one checkpoint directory")
     p.add_argument("--prompt", required=True, help="text to continue")
-    p.add_argument("--max-new-tokens", type=_number(int, 1), default=200)
-    p.add_argument(
-        "--temperature", type=_number(float, 0), default=0.8, help="0 for greedy decoding"
-    )
+    _sampling_options(p, max_new_tokens=200, temperature=0.8, top_p=None, seed=1337)
     p.add_argument("--top-k", type=_number(int, 1), default=None)
-    p.add_argument("--top-p", type=_number(float, 0, 1, open_low=True), default=None)
-    p.add_argument("--seed", type=int, default=1337, help="sampling seed (same seed, same text)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -107,10 +119,7 @@ def _chat_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("checkpoint", help="a run directory (runs/NAME) or one checkpoint directory")
     p.add_argument("--system", default=None, help="a system prompt for the conversation")
-    p.add_argument("--temperature", type=float, default=0.7, help="0 for greedy decoding")
-    p.add_argument("--top-p", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same replies)")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="longest reply, in tokens")
+    _sampling_options(p, max_new_tokens=256, temperature=0.7, top_p=0.9, seed=None)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 

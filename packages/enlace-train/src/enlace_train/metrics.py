@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,14 +30,10 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 def truncate_metrics(path: Path, step: int) -> int:
     """Keep only rows with step <= `step` (what a resumed run has already done); returns rows kept."""
+    from enlace_data._fs import write_atomic  # the workspace's atomic write, below this package
+
     rows = [r for r in read_metrics(path) if int(r.get("step", 0)) <= step]
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic({path: "".join(json.dumps(row) + "\n" for row in rows).encode()})
     return len(rows)
 
 

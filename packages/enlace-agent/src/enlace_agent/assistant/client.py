@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from enlace_agent.search.models import Secret, as_array, as_object, redact
+from enlace_agent.search.models import Secret, as_array, as_object, loads_object, redact
 from enlace_agent.search.transport import Watchdog
 
 
@@ -242,10 +242,7 @@ class ChatClient:
         yield Completion("".join(parts), tool_calls, finish)
 
     def _json(self, text: str) -> dict[str, Any]:
-        try:
-            data = as_object(json.loads(text))
-        except ValueError:
-            data = None
+        data = loads_object(text)
         if data is None:
             raise ModelResponseError(
                 f"the model server at {self.base_url} sent malformed JSON: "

@@ -18,7 +18,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from enlace_config.schema.agent import AssistantConfig
@@ -51,7 +51,7 @@ class ToolCallStarted:
     arguments: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "tool_call", "id": self.id, "name": self.name, "arguments": self.arguments}
+        return {"type": "tool_call", **asdict(self)}
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,8 @@ class ToolCallFinished:
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": "tool_result",
-            "id": self.id,
-            "name": self.name,
-            "ok": self.ok,
-            "provider": self.provider,
+            **asdict(self),
             "sources": [s.to_dict() for s in self.sources],
-            "error": self.error,
         }
 
 

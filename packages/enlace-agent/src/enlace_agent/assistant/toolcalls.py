@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from enlace_agent.assistant.client import ToolCall
-from enlace_agent.search.models import as_object
+from enlace_agent.search.models import loads_object
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -82,10 +82,7 @@ def _partial_tag(text: str) -> int:
 
 
 def parse_block(block: str, call_id: str) -> ToolCall:
-    try:
-        data = as_object(json.loads(block))
-    except ValueError:
-        data = None
+    data = loads_object(block)
     if data is None:
         return ToolCall(
             call_id,

@@ -33,6 +33,7 @@ from enlace_agent.search.models import (
     as_array,
     as_object,
     finalize,
+    loads_object,
     redact,
 )
 from enlace_agent.search.transport import HttpResponse, fetch
@@ -116,10 +117,7 @@ def _windows(value: str | None) -> list[float]:
 
 
 def _error_code_and_detail(body: bytes) -> tuple[str, str]:
-    try:
-        data = as_object(json.loads(body))
-    except ValueError:
-        return "", ""
+    data = loads_object(body)
     error = as_object(data.get("error")) if data is not None else None
     if error is None:
         return "", ""

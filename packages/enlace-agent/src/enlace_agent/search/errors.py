@@ -168,23 +168,3 @@ class AllProvidersFailed(SearchError):
         self.errors = tuple(errors)
         causes = "; ".join(str(e) for e in errors)
         super().__init__(f"every search provider failed: {causes}")
-
-
-__all__ = [
-    "AllProvidersFailed",
-    "AuthenticationFailed",
-    "Blocked",
-    "CoolingDown",
-    "LayoutChanged",
-    "MissingCredential",
-    "ProviderError",
-    "ProviderTimeout",
-    "QueryError",
-    "QuotaExhausted",
-    "RateLimited",
-    "ResponseTooLarge",
-    "SearchConfigError",
-    "SearchError",
-    "Throttled",
-    "Unavailable",
-]

@@ -10,6 +10,7 @@ The JSON shape (`SearchResponse.to_dict`) is a stable interface, documented in t
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -152,6 +153,14 @@ def as_object(value: object) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return cast("dict[str, Any]", value)
     return None
+
+
+def loads_object(text: str | bytes) -> dict[str, Any] | None:
+    """The JSON object `text` holds, or None when it is not JSON or not an object."""
+    try:
+        return as_object(json.loads(text))
+    except ValueError:  # UnicodeDecodeError included
+        return None
 
 
 def as_array(value: object) -> list[Any] | None:
