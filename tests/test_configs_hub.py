@@ -89,6 +89,8 @@ def test_tiny_50m_is_exactly_the_benchmark_shape() -> None:
 def test_hardware_profiles() -> None:
     cpu = _run("smoke-cpu").config
     assert (cpu.hardware.device, cpu.hardware.dtype) == ("cpu", "float32")
+    # a short OpenMP spin: sleeping at once slows a quiet machine, libgomp's 300,000 a loaded one
+    assert 0 < cpu.hardware.openmp_spin_count < 300_000
     h2060 = _run("pretrain-2060").config.hardware
     assert (h2060.device, h2060.dtype, h2060.loss_scaling) == ("cuda", "float16", True)
     assert h2060.attention == "mem_efficient" and h2060.peak_flops

@@ -80,14 +80,23 @@ def test_resume_refusal_exits_2_through_the_cli(write_run, capsys):
     assert "hardware.micro_batch_size: 2 -> 1" in err
 
 
-def test_cpu_runs_set_a_passive_openmp_wait_policy_unless_exported(write_run, monkeypatch, capsys):
-    path = write_run("omp", data={"path": "/nonexistent/smoke", "fallback": "none"})
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+def test_cpu_runs_set_the_profiles_openmp_spin_count_unless_exported(write_run, monkeypatch):
+    path = write_run(
+        "omp",
+        data={"path": "/nonexistent/smoke", "fallback": "none"},
+        hardware={"openmp_spin_count": 1234},
+    )
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
     assert main([str(path)]) == 2  # fails at the data, after the environment is prepared
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert os.environ["GOMP_SPINCOUNT"] == "1234"
+    monkeypatch.setenv("GOMP_SPINCOUNT", "7")  # the user's own value wins
     assert main([str(path)]) == 2
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert os.environ["GOMP_SPINCOUNT"] == "7"
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # so does an exported wait policy
+    assert main([str(path)]) == 2
+    assert "GOMP_SPINCOUNT" not in os.environ
 
 
 def test_progress_line_rewrites_in_a_terminal_and_stays_silent_otherwise():

@@ -182,12 +182,14 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
     except ConfigError as exc:
         return _fail(str(exc), exc, debug)
 
-    if resolved.config.hardware.device == "cpu":
-        # OpenMP threads that spin while waiting collapse when the cores are shared (other jobs, a
-        # laptop's desktop): measured on the 2-core dev machine under load, 2 threads ran 136 tok/s
-        # spinning and 3535 tok/s sleeping. Read once by libgomp when torch loads, so it is set
-        # here, before the import; a value the user exported wins.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    hardware = resolved.config.hardware
+    if hardware.device == "cpu" and not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & os.environ.keys():
+        # Read once by libgomp when torch loads, so set here, before the import. Threads that spin
+        # long while waiting collapse when other jobs share the cores (OpenMP's default 300,000:
+        # 136 tok/s vs 3,535 sleeping, measured under load); sleeping at once costs a quiet
+        # machine ~1.5x a step: hardware/cpu.yaml's short spin sits between
+        # (benchmarks/bench_cpu_wait.py). A value the user exported wins.
+        os.environ["GOMP_SPINCOUNT"] = str(hardware.openmp_spin_count)
 
     # Only now the heavy imports: a bad config never waits for torch.
     from enlace_data import DataError

@@ -35,6 +35,12 @@ class HardwareConfig(StrictModel):
         le=1024,
         description="CPU threads for torch (None: torch's default). Part of exactness.",
     )
+    openmp_spin_count: NonNegativeInt = Field(
+        0,
+        description="CPU runs: how long an idle OpenMP thread spins before it sleeps (libgomp's "
+        "GOMP_SPINCOUNT, set by enlace-train before torch loads; an exported GOMP_SPINCOUNT or "
+        "OMP_WAIT_POLICY wins). 0 sleeps at once: safest when other jobs share the cores.",
+    )
     compute_capability: list[NonNegativeInt] | None = Field(
         None,
         min_length=2,
