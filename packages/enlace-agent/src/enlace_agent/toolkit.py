@@ -1,11 +1,7 @@
-"""What every tool of the assistant shares: its result (text for the model, sources for the
-family) and the checking of the arguments a model sends, against the tool's own pydantic model.
-
-A tool is an object with `spec` (an OpenAI-style function spec whose `parameters` is the JSON
-schema of its arguments model) and `run(arguments) -> ToolResult`. A tool never raises for a
-model's mistake: bad arguments and failures come back as a `ToolResult` with `error=True` and a
-Spanish text the model can act on.
-"""
+"""What every tool of the assistant shares. A tool has `spec` (an OpenAI-style function spec whose
+`parameters` is the JSON schema of its pydantic arguments model) and `run(arguments) -> ToolResult`;
+it never raises for a model's mistake: bad arguments and failures come back with `error=True` and a
+Spanish text the model can act on."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""The family assistant: a tool loop over a model served by any OpenAI-compatible server.
-
-    from enlace_agent.assistant import build_assistant, load_config
-    assistant = build_assistant(load_config(), dict(os.environ))
-    history = []
-    for event in assistant.turn(history, "¿Qué día es hoy?"):
-        ...
-    history = list(event.messages)  # the last event is a TurnEnd
-
-`enlace-assistant` (`enlace_agent.cli.assistant`) is the terminal chat built on it.
-"""
+"""The family assistant: a tool loop over a model served by any OpenAI-compatible server (README,
+«Como biblioteca»); `enlace-assistant` (`enlace_agent.cli.assistant`) is the terminal chat."""
 
 from enlace_agent.assistant.client import (
     BudgetExceeded,

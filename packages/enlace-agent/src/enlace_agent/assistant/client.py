@@ -1,15 +1,13 @@
 """A client for OpenAI-style chat completions (`POST {base_url}/chat/completions`), streamed as
 server-sent events or not, over httpx.
 
-`chat()` yields the answer's text as it arrives, then one `Completion` (the whole text, the
-structured tool calls, the finish reason). Every failure is a typed `ModelError` whose message
-names the server and never holds the API key; a turn's deadline is enforced by a watchdog that
-closes the socket, so a server that trickles its answer cannot outlast it.
+`chat()` yields the answer's text as it arrives, then one `Completion`. Every failure is a typed
+`ModelError` naming the server, never holding the API key; a watchdog closes the socket at the
+turn's deadline, so a server that trickles its answer cannot outlast it.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,9 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.search.models import Secret, as_array, as_object, loads_object, redact
 from enlace_agent.search.transport import Watchdog
+
+OUT_OF_TIME = "the time budget ran out while the model was answering"
 
 
 class ModelError(Exception):
@@ -64,6 +65,19 @@ class ToolCall:
     arguments: str
     problem: str | None = None
 
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], fallback_id: str) -> ToolCall:
+        """An OpenAI-style call (`{"id", "function": {"name", "arguments"}}`), `fallback_id` when
+        it has no id; arguments may come as an object or as JSON text."""
+        function = as_object(raw.get("function")) or {}
+        name, arguments, call_id = function.get("name"), function.get("arguments"), raw.get("id")
+        name = name if isinstance(name, str) else ""
+        if not isinstance(arguments, str):  # some servers send an object
+            arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+        call_id = call_id if isinstance(call_id, str) and call_id else fallback_id
+        problem = None if name else "la llamada no indica la herramienta (name)."
+        return cls(call_id, name, arguments, problem)
+
     def to_message(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -80,32 +94,19 @@ class Completion:
 
 
 class ChatClient:
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: Secret | None = None,
-        connect_timeout_s: float,
-        read_timeout_s: float,
-        sampling: Mapping[str, Any],
-    ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.base_url = base_url.rstrip("/")
-        self.model = model
+    def __init__(self, config: AssistantConfig, api_key: Secret | None = None) -> None:
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
         self._key = api_key
-        self.connect_timeout_s = connect_timeout_s
-        self.read_timeout_s = read_timeout_s
-        self.sampling = dict(sampling)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream"}
         if self._key is not None:
-            headers["Authorization"] = f"Bearer {self._key.reveal()}"
+            headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
         return headers
 
     def _clean(self, text: str) -> str:
-        return redact(text, [self._key.reveal()] if self._key is not None else [])
+        return redact(text, [self._key.get_secret_value()] if self._key is not None else [])
 
     def chat(
         self,
@@ -116,28 +117,22 @@ class ChatClient:
         deadline: float,
     ) -> Iterator[str | Completion]:
         """The answer's text pieces, then its `Completion`; raises a `ModelError`."""
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": list(messages),
-            "stream": stream,
-            **self.sampling,
-        }
+        config = self.config
+        sampling = config.model_dump(include={"temperature", "top_p", "max_tokens"})
+        payload = {"model": config.model, "messages": list(messages), "stream": stream, **sampling}
         if tools:
             payload["tools"] = list(tools)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise BudgetExceeded("the time budget ran out before the model was asked")
-        timeout = httpx.Timeout(
-            connect=min(self.connect_timeout_s, remaining),
-            read=min(self.read_timeout_s, remaining),
-            write=min(self.read_timeout_s, remaining),
-            pool=min(self.connect_timeout_s, remaining),
-        )
+        connect = min(config.connect_timeout_s, remaining)
+        read = min(config.read_timeout_s, remaining)
+        timeout = httpx.Timeout(read, connect=connect, pool=connect)  # and write
         with Watchdog(deadline) as watchdog, httpx.Client(timeout=timeout) as http:
             try:
                 with http.stream(
                     "POST",
-                    self.url,
+                    self.base_url + "/chat/completions",
                     json=payload,
                     headers=self._headers(),
                     extensions={"trace": watchdog.trace},
@@ -148,16 +143,16 @@ class ChatClient:
                     if stream:
                         yield from self._read_stream(response, deadline)
                     else:
-                        yield from self._read_whole(response, deadline)
+                        yield from self._read_whole(response)
             except ModelError:
                 raise
             except (httpx.HTTPError, OSError) as exc:
-                late = watchdog.fired or time.monotonic() >= deadline
-                raise self._transport_error(exc, late) from None
+                # The watchdog (or a read timeout cut to the time left) ends a turn out of time.
+                if watchdog.fired or time.monotonic() >= deadline:
+                    raise BudgetExceeded(OUT_OF_TIME) from None
+                raise self._transport_error(exc) from None
 
-    def _transport_error(self, exc: Exception, late: bool) -> ModelError:
-        if late:  # the watchdog, or a read timeout cut to the time left
-            return BudgetExceeded("the time budget ran out while the model was answering")
+    def _transport_error(self, exc: Exception) -> ModelError:
         if isinstance(exc, httpx.ConnectError):
             return ModelUnavailable(f"cannot connect to the model server at {self.base_url}")
         if isinstance(exc, httpx.TimeoutException):
@@ -171,13 +166,15 @@ class ChatClient:
 
     def _status_error(self, response: httpx.Response, http: httpx.Client) -> ModelError:
         status = response.status_code
-        said = self._clean(_error_message(response))
-        where = f"the model server at {self.base_url} answered HTTP {status}: {said}"
+        data = loads_object(response.content)
+        said = _said(data)[:300] if data is not None else response.text[:200].strip()
+        where = f"the model server at {self.base_url} answered HTTP {status}: "
+        where += self._clean(said or "(empty body)")
         if status in (401, 403):
             return ModelRefused(where)
         if status == 404:
             served = self._served_models(http)
-            return ModelNotFound(f"{where} (model {self.model!r})", served)
+            return ModelNotFound(f"{where} (model {self.config.model!r})", served)
         return ModelResponseError(where)
 
     def _served_models(self, http: httpx.Client) -> tuple[str, ...]:
@@ -186,25 +183,16 @@ class ChatClient:
             data = as_object(http.get(self.base_url + "/models", headers=self._headers()).json())
         except (httpx.HTTPError, ValueError):
             return ()
-        entries = as_array(data.get("data")) if data is not None else None
-        ids = [as_object(e) for e in entries or []]
-        return tuple(str(e["id"]) for e in ids if e is not None and "id" in e)
+        entries = [as_object(e) or {} for e in as_array((data or {}).get("data")) or []]
+        return tuple(str(e["id"]) for e in entries if "id" in e)
 
-    def _read_whole(self, response: httpx.Response, deadline: float) -> Iterator[str | Completion]:
-        body = b""
-        for chunk in response.iter_bytes():
-            body += chunk
-            if time.monotonic() > deadline:
-                raise BudgetExceeded("the time budget ran out while the model was answering")
-        data = self._json(body.decode("utf-8", errors="replace"))
-        choice = _first_choice(data)
+    def _read_whole(self, response: httpx.Response) -> Iterator[str | Completion]:
+        choice = _first_choice(self._json(response.read().decode("utf-8", errors="replace")))
         message = as_object(choice.get("message")) or {}
         text = message.get("content")
         text = text if isinstance(text, str) else ""
-        calls = tuple(
-            _tool_call(as_object(c) or {}, i)
-            for i, c in enumerate(as_array(message.get("tool_calls")) or [])
-        )
+        raw_calls = enumerate(as_array(message.get("tool_calls")) or [])
+        calls = tuple(ToolCall.parse(as_object(c) or {}, f"call_{i}") for i, c in raw_calls)
         if text:
             yield text
         yield Completion(text, calls, _finish(choice))
@@ -213,14 +201,15 @@ class ChatClient:
         parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
-        done = False
-        for data in _sse_data(response, deadline):
+        for line in response.iter_lines():
+            if time.monotonic() > deadline:
+                raise BudgetExceeded(OUT_OF_TIME)
+            data = line[5:].strip() if line.startswith("data:") else None
             if data == "[DONE]":
-                done = True
                 break
-            chunk = self._json(data)
+            chunk = self._json(data) if data is not None else {}
             if not chunk.get("choices"):
-                continue  # a usage or keep-alive chunk
+                continue  # not a data line, or a usage or keep-alive chunk
             choice = _first_choice(chunk)
             delta = as_object(choice.get("delta")) or {}
             content = delta.get("content")
@@ -230,13 +219,14 @@ class ChatClient:
             for raw in as_array(delta.get("tool_calls")) or []:
                 _merge_call_delta(calls, as_object(raw) or {})
             finish = _finish(choice) or finish
-        if not done and finish is None:
-            raise ModelResponseError(
-                f"the model server at {self.base_url} ended the stream before the answer was "
-                "complete"
-            )
+        else:
+            if finish is None:
+                raise ModelResponseError(
+                    f"the model server at {self.base_url} ended the stream before the answer was "
+                    "complete"
+                )
         tool_calls = tuple(
-            _tool_call({"id": c["id"], "function": c}, i)
+            ToolCall.parse({"id": c["id"], "function": c}, f"call_{i}")
             for i, c in enumerate(calls[k] for k in sorted(calls))
         )
         yield Completion("".join(parts), tool_calls, finish)
@@ -248,31 +238,20 @@ class ChatClient:
                 f"the model server at {self.base_url} sent malformed JSON: "
                 f"{self._clean(text[:200])!r}"
             )
-        error = data.get("error")
-        if error is not None:
-            detail = as_object(error)
-            said = detail.get("message") if detail is not None else error
+        if data.get("error") is not None:
             raise ModelResponseError(
-                f"the model server at {self.base_url} reported an error: {self._clean(str(said))}"
+                f"the model server at {self.base_url} reported an error: {self._clean(_said(data))}"
             )
         return data
 
 
-def _sse_data(response: httpx.Response, deadline: float) -> Iterator[str]:
-    """The `data:` payloads of a server-sent event stream (one event per payload line)."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    buffer = ""
-    for chunk in response.iter_bytes():
-        if time.monotonic() > deadline:
-            raise BudgetExceeded("the time budget ran out while the model was answering")
-        buffer += decoder.decode(chunk)
-        *lines, buffer = buffer.split("\n")
-        for line in lines:
-            line = line.rstrip("\r")
-            if line.startswith("data:"):
-                yield line[5:].strip()
-    if buffer.startswith("data:"):
-        yield buffer[5:].strip()
+def _said(data: Mapping[str, Any]) -> str:
+    """What an error body says: `{"error": {"message": ...}}`, else the error (or body) as text."""
+    error = data.get("error")
+    detail = as_object(error) or {}
+    if isinstance(detail.get("message"), str):
+        return detail["message"]
+    return str(error if error is not None else data)
 
 
 def _first_choice(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -301,30 +280,3 @@ def _merge_call_delta(calls: dict[int, dict[str, str]], raw: Mapping[str, Any]) 
         entry["name"] = function["name"]
     if isinstance(function.get("arguments"), str):
         entry["arguments"] += function["arguments"]
-
-
-def _tool_call(raw: Mapping[str, Any], index: int) -> ToolCall:
-    function = as_object(raw.get("function")) or {}
-    name = function.get("name")
-    arguments = function.get("arguments")
-    if not isinstance(arguments, str):  # some servers send an object
-        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-    call_id = raw.get("id")
-    return ToolCall(
-        id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
-        name=name if isinstance(name, str) else "",
-        arguments=arguments,
-        problem=None if isinstance(name, str) and name else "la llamada no indica la herramienta.",
-    )
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        data = as_object(response.json())
-    except ValueError:
-        return response.text[:200].strip() or "(empty body)"
-    error = data.get("error") if data is not None else None
-    detail = as_object(error)
-    if detail is not None and isinstance(detail.get("message"), str):
-        return str(detail["message"])[:300]
-    return str(error if error is not None else data)[:300]

@@ -1,15 +1,11 @@
-"""The tool loop: one turn of the conversation as a stream of events.
+"""The tool loop: one turn of the conversation as a stream of events (`TextDelta`,
+`ToolCallStarted`, `ToolCallFinished`, then one `TurnEnd`).
 
-    assistant = Assistant(client, tools=[SearchTool()], config=AssistantConfig())
-    for event in assistant.turn(history, "¿Qué tiempo hará mañana en Soria?"):
-        ...  # TextDelta, ToolCallStarted, ToolCallFinished, then one TurnEnd
-
-The model is asked; when it calls tools (structured `tool_calls` or `<tool_call>` blocks in its
-text) they run and their output goes back to it as `tool` messages (the only place tool output
-ever goes), and it is asked again, up to `max_tool_rounds` rounds and `time_budget_s` seconds. A
-malformed call, an unknown tool or bad arguments go back to the model as an error message. The
-last round offers no tools, so the model has to answer with what it found. `TurnEnd.messages` is
-the conversation to pass as `history` to the next turn; the system prompt is never part of it.
+Tool calls (structured `tool_calls` or `<tool_call>` blocks in the text) run and their output goes
+back to the model only as `tool` messages; a malformed call, an unknown tool or bad arguments go
+back as an error message. Up to `max_tool_rounds` rounds (the last request offers no tools, so the
+model must answer) and `time_budget_s` seconds. `TurnEnd.messages` is the next turn's `history`,
+without the system prompt.
 """
 
 from __future__ import annotations

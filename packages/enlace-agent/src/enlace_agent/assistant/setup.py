@@ -4,8 +4,8 @@ model's key from the environment, and the search tool with the user's search set
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from enlace_config.schema.agent import AssistantConfig
 
@@ -17,33 +17,13 @@ from enlace_agent.search.settings import load_config as load_search_config
 from enlace_agent.search.tool import SearchTool
 from enlace_agent.settings import load_settings
 
-
-def load_config(
-    path: Path | None = None,
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> AssistantConfig:
-    """Defaults, then the user's `assistant.yaml` (or `path`), then `overrides`."""
-    return load_settings(
-        AssistantConfig, "assistant.yaml", path, overrides=overrides, environ=environ
-    )
+# Defaults, then the user's `assistant.yaml` (or a path), then overrides.
+load_config = partial(load_settings, AssistantConfig, "assistant.yaml")
 
 
 def build_client(config: AssistantConfig, env: Mapping[str, str]) -> ChatClient:
     key = env.get(config.api_key_env, "").strip()
-    return ChatClient(
-        config.base_url,
-        config.model,
-        api_key=Secret(key) if key else None,
-        connect_timeout_s=config.connect_timeout_s,
-        read_timeout_s=config.read_timeout_s,
-        sampling={
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-            "max_tokens": config.max_tokens,
-        },
-    )
+    return ChatClient(config, Secret(key) if key else None)
 
 
 def assistant_tools(
@@ -54,8 +34,8 @@ def assistant_tools(
     build_chain: bool = True,
 ) -> list[SearchTool]:
     """The tools the model is offered: the search tool, unless `max_tool_rounds` is 0. With
-    `build_chain` the search chain is built now, so a missing search key fails at start-up
-    (`MissingCredential`), not mid-conversation; without it (to list the specs) no key is read."""
+    `build_chain` the search chain is built now, so a missing search key fails at start-up, not
+    mid-conversation; without it (to list the specs) no key is read."""
     if config.max_tool_rounds == 0:
         return []
     if chain is None and build_chain:

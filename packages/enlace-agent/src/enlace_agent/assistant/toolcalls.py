@@ -11,8 +11,6 @@ blocks it holds back become `ToolCall`s (with a Spanish `problem` when one canno
 
 from __future__ import annotations
 
-import json
-
 from enlace_agent.assistant.client import ToolCall
 from enlace_agent.search.models import loads_object
 
@@ -31,24 +29,15 @@ class TextCallFilter:
         the start of one held back until the next piece tells."""
         self._buffer += text
         shown: list[str] = []
-        while True:
-            if not self._inside:
-                start = self._buffer.find(OPEN)
-                if start < 0:
-                    keep = _partial_tag(self._buffer)
-                    shown.append(self._buffer[: len(self._buffer) - keep])
-                    self._buffer = self._buffer[len(self._buffer) - keep :]
-                    return "".join(shown)
-                shown.append(self._buffer[:start])
-                self._buffer = self._buffer[start + len(OPEN) :]
-                self._inside = True
-            else:
-                end = self._buffer.find(CLOSE)
-                if end < 0:
-                    return "".join(shown)
-                self.blocks.append(self._buffer[:end])
-                self._buffer = self._buffer[end + len(CLOSE) :]
-                self._inside = False
+        while (at := self._buffer.find(tag := CLOSE if self._inside else OPEN)) >= 0:
+            (self.blocks if self._inside else shown).append(self._buffer[:at])
+            self._buffer = self._buffer[at + len(tag) :]
+            self._inside = not self._inside
+        if not self._inside:
+            keep = len(self._buffer) - _partial_tag(self._buffer)
+            shown.append(self._buffer[:keep])
+            self._buffer = self._buffer[keep:]
+        return "".join(shown)
 
     def flush(self) -> str:
         """The end of the text: what was held back, unless it is an unclosed block."""
@@ -62,14 +51,8 @@ class TextCallFilter:
         """The blocks as calls, ids `{prefix}_{n}`; an unclosed one is a broken call."""
         calls = [parse_block(block, f"{prefix}_{i}") for i, block in enumerate(self.blocks)]
         if self.unclosed is not None:
-            calls.append(
-                ToolCall(
-                    f"{prefix}_{len(calls)}",
-                    "",
-                    "{}",
-                    problem=f"el bloque {OPEN} no se cerró con {CLOSE}.",
-                )
-            )
+            problem = f"el bloque {OPEN} no se cerró con {CLOSE}."
+            calls.append(ToolCall(f"{prefix}_{len(calls)}", "", "{}", problem))
         return calls
 
 
@@ -84,16 +67,6 @@ def _partial_tag(text: str) -> int:
 def parse_block(block: str, call_id: str) -> ToolCall:
     data = loads_object(block)
     if data is None:
-        return ToolCall(
-            call_id,
-            "",
-            "{}",
-            problem=f'la llamada no es JSON válido; escribe {OPEN}{{"name": ..., "arguments": '
-            f"{{...}}}}{CLOSE}.",
-        )
-    name = data.get("name")
-    arguments = data.get("arguments", {})
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    if not isinstance(name, str) or not name:
-        return ToolCall(call_id, "", text, problem="la llamada no indica la herramienta (name).")
-    return ToolCall(call_id, name, text)
+        example = f'{OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}'
+        return ToolCall(call_id, "", "{}", f"la llamada no es JSON válido; escribe {example}.")
+    return ToolCall.parse({"id": call_id, "function": data}, call_id)

@@ -1,30 +1,22 @@
-"""`enlace-assistant`: chat with the family assistant from the terminal, in Spanish.
-
-    enlace-assistant                          # a conversation (history kept until you leave)
-    enlace-assistant --once "¿Qué tiempo hará mañana en Soria?"
-    enlace-assistant --once "..." --json      # the answer, the tool calls and their providers
-    enlace-assistant --tools-json             # the tool specs the model is offered (for its SFT data)
-
-Exit codes: 0 answered, 1 the model server failed (down, slow, unknown model, broken answer),
-2 bad usage or configuration. Only the standard library is imported before the arguments are
-parsed.
-"""
+"""`enlace-assistant`: chat with the family assistant from the terminal, in Spanish (README,
+«El asistente»). Exit codes: 0 answered, 1 the model server failed, 2 bad usage or configuration.
+Only the standard library is imported before the arguments are parsed."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
 
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
-    from enlace_agent.assistant import Assistant, Event, ModelError, TurnEnd
+    from enlace_agent.assistant import Assistant, ModelError
 
 
 FLAGS = {
@@ -125,12 +117,12 @@ def setup_assistant(
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     if args.once is not None and not args.once.strip():
-        return fail("la pregunta está vacía.", EXIT_USAGE, sys.stderr)
+        return fail("la pregunta está vacía.")
     if args.tools_json:
         return _print_tools(args)
     built = setup_assistant(args, secrets)
     if isinstance(built, str):
-        return fail(built, EXIT_USAGE, sys.stderr)
+        return fail(built)
     assistant = built[0]
     if args.once is not None:
         return _ask(assistant, [], args.once, args.json, secrets)[0]
@@ -161,7 +153,7 @@ def _print_tools(args: argparse.Namespace) -> int:
         env = load_env(args.env_file)
         config = load_config(args.config, overrides={"max_tool_rounds": args.max_tool_rounds})
     except SettingsError as exc:
-        return fail(f"configuración no válida.\n{exc}", EXIT_USAGE, sys.stderr)
+        return fail(f"configuración no válida.\n{exc}")
     specs = [tool.spec for tool in assistant_tools(config, env, build_chain=False)]
     sys.stdout.write(json.dumps(specs, ensure_ascii=False, indent=2) + "\n")
     return EXIT_OK
@@ -174,78 +166,55 @@ def _ask(
     as_json: bool,
     secrets: list[str],
 ) -> tuple[int, list[dict[str, Any]]]:
-    """One turn, printed; returns the exit code and the history for the next turn."""
-    from enlace_agent.assistant import ModelError, TurnEnd
+    """One turn, printed (text as it comes, or one JSON object at the end); returns the exit code
+    and the history for the next turn."""
+    from enlace_agent.assistant import (
+        ModelError,
+        TextDelta,
+        ToolCallFinished,
+        ToolCallStarted,
+        TurnEnd,
+    )
+    from enlace_agent.search.models import redact
 
-    printer = _JsonPrinter(question, secrets) if as_json else _TextPrinter(secrets)
-    try:
-        for event in assistant.turn(history, question):
-            printer.show(event)
-            if isinstance(event, TurnEnd):
-                return EXIT_OK, list(event.messages)
-    except ModelError as exc:
-        fail(_explain_model_error(exc, assistant, secrets), EXIT_FAILED, sys.stderr)
-    return EXIT_FAILED, history
-
-
-class _TextPrinter:
-    def __init__(self, secrets: list[str]) -> None:
-        self.secrets = secrets
-        self.started = False
-
-    def write(self, text: str) -> None:
-        from enlace_agent.search.models import redact
-
-        sys.stdout.write(redact(text, self.secrets))
+    def write(text: str) -> None:
+        sys.stdout.write(redact(text, secrets))
         sys.stdout.flush()
 
-    def show(self, event: Event) -> None:
-        from enlace_agent.assistant import TextDelta, ToolCallStarted, TurnEnd
-
-        if isinstance(event, ToolCallStarted):
-            sys.stderr.write(f"(usando {event.name} {event.arguments})\n")
-        elif isinstance(event, TextDelta):
-            if not self.started:
-                self.write("Enlace: ")
-                self.started = True
-            self.write(event.text)
-        elif isinstance(event, TurnEnd):
-            self.write("\n" + "".join(_sources_lines(event)))
-
-
-def _sources_lines(end: TurnEnd) -> Iterable[str]:
-    if end.sources:
-        yield "\nFuentes:\n"
-        for i, s in enumerate(end.sources, 1):
-            yield f"  {i}. {s.title} — {s.url} (vía {s.provider})\n"
-
-
-class _JsonPrinter:
-    def __init__(self, question: str, secrets: list[str]) -> None:
-        self.question = question
-        self.secrets = secrets
-        self.calls: dict[str, dict[str, Any]] = {}
-
-    def show(self, event: Event) -> None:
-        from enlace_agent.assistant import ToolCallFinished, ToolCallStarted, TurnEnd
-        from enlace_agent.search.models import redact
-
-        if isinstance(event, ToolCallStarted):
-            self.calls[event.id] = {k: v for k, v in event.to_dict().items() if k != "type"}
-        elif isinstance(event, ToolCallFinished):
-            result = event.to_dict()
-            self.calls[event.id].update(
-                {k: result[k] for k in ("ok", "provider", "sources", "error")}
-            )
-        elif isinstance(event, TurnEnd):
-            data = {
-                "question": self.question,
-                "answer": event.text,
-                "tool_calls": list(self.calls.values()),
-                **{k: v for k, v in event.to_dict().items() if k not in ("type", "text")},
-            }
-            text = json.dumps(data, ensure_ascii=False, indent=2)
-            sys.stdout.write(redact(text, self.secrets) + "\n")
+    calls: dict[str, dict[str, Any]] = {}
+    prefix = "Enlace: "
+    try:
+        for event in assistant.turn(history, question):
+            data = {k: v for k, v in event.to_dict().items() if k != "type"}
+            if isinstance(event, ToolCallStarted):
+                calls[event.id] = data
+                if not as_json:
+                    sys.stderr.write(f"(usando {event.name} {event.arguments})\n")
+            elif isinstance(event, ToolCallFinished):
+                calls[event.id].update({k: data[k] for k in ("ok", "provider", "sources", "error")})
+            elif isinstance(event, TextDelta) and not as_json:
+                write(prefix + event.text)
+                prefix = ""
+            elif isinstance(event, TurnEnd):
+                if as_json:
+                    answer = data.pop("text")
+                    data = {
+                        "question": question,
+                        "answer": answer,
+                        "tool_calls": [*calls.values()],
+                        **data,
+                    }
+                    write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+                else:
+                    sources = [
+                        f"  {i}. {s.title} — {s.url} (vía {s.provider})\n"
+                        for i, s in enumerate(event.sources, 1)
+                    ]
+                    write("\n" + ("\nFuentes:\n" + "".join(sources) if sources else ""))
+                return EXIT_OK, list(event.messages)
+    except ModelError as exc:
+        fail(_explain_model_error(exc, assistant, secrets), EXIT_FAILED)
+    return EXIT_FAILED, history
 
 
 def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[str]) -> str:

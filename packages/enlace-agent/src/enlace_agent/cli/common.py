@@ -8,7 +8,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -54,8 +54,9 @@ def setup_logging(debug: bool, secrets: list[str]) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-def fail(message: str, code: int, out: TextIO) -> int:
-    out.write(f"Error: {message}\n")
+def fail(message: str, code: int = EXIT_USAGE) -> int:
+    """The one-paragraph error on stderr; returns the exit code (2: bad usage or configuration)."""
+    sys.stderr.write(f"Error: {message}\n")
     return code
 
 

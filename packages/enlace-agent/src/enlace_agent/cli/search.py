@@ -1,10 +1,6 @@
-"""`enlace-search`: search the web from the terminal, in Spanish.
-
-Exit codes: 0 an answer (zero results included), 1 every provider failed, 2 bad usage or
-configuration (a missing key, an unreadable config, a query longer than the providers accept).
-Only the standard library is imported before the arguments are parsed, so `--help` and usage errors
-are instant; the HTTP and HTML libraries load when a search really runs.
-"""
+"""`enlace-search`: search the web from the terminal, in Spanish. Exit codes: 0 an answer (zero
+results included), 1 every provider failed, 2 bad usage or configuration. Only the standard library
+is imported before the arguments are parsed, so `--help` and usage errors are instant."""
 
 from __future__ import annotations
 
@@ -18,10 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from enlace_agent.search.errors import ProviderError
     from enlace_agent.search.models import SearchResponse
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
 
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
 
@@ -75,15 +70,8 @@ def missing_key_message(provider: str, env_var: str) -> str:
     )
 
 
-def _why(error: ProviderError) -> str:
-    return error.describe_es()
-
-
 def render_text(response: SearchResponse) -> str:
-    lines: list[str] = []
-    if not response.results:
-        lines.append("Sin resultados para esta búsqueda.")
-        lines.append("")
+    lines = [] if response.results else ["Sin resultados para esta búsqueda.", ""]
     for r in response.results:
         lines.append(f"{r.rank}. {r.title}")
         lines.append(f"   {r.url}")
@@ -92,7 +80,9 @@ def render_text(response: SearchResponse) -> str:
         lines.append("")
     source = f"fuente: {response.provider}"
     if response.skipped:
-        omitted = "; ".join(f"{s.provider} omitido: {_why(s.error)}" for s in response.skipped)
+        omitted = "; ".join(
+            f"{s.provider} omitido: {s.error.describe_es()}" for s in response.skipped
+        )
         source += f" ({omitted})"
     lines.append(source)
     return "\n".join(lines)
@@ -108,43 +98,23 @@ def _explain_options(keys: tuple[str, ...], args: argparse.Namespace) -> str:
 
     from enlace_config.schema.agent import ProviderName, SearchConfig
 
-    lines: list[str] = []
-    for key in keys:
-        if key == "max_results":
-            bounds = {
-                k: getattr(m, k)
-                for m in SearchConfig.model_fields["max_results"].metadata
-                for k in ("ge", "le")
-                if hasattr(m, k)
-            }
-            lines.append(
-                f"--max-results debe estar entre {bounds['ge']} y {bounds['le']} "
-                f"(recibido: {args.max_results})."
-            )
-        elif key == "region":
-            lines.append(
-                "--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
-                f"us-en (recibido: {args.region!r})."
-            )
-        elif key == "providers":
-            names = " y/o ".join(get_args(ProviderName))
-            lines.append(
-                f"--providers espera una lista separada por comas de {names}, sin repetir "
-                f"(recibido: {args.providers!r})."
-            )
-    return "\n".join(lines)
+    limits = SearchConfig.model_json_schema()["properties"]["max_results"]
+    explain = {
+        "max_results": f"--max-results debe estar entre {limits['minimum']} y "
+        f"{limits['maximum']} (recibido: {args.max_results}).",
+        "region": "--region debe tener la forma país-idioma en minúsculas, p. ej. es-es, mx-es o "
+        f"us-en (recibido: {args.region!r}).",
+        "providers": "--providers espera una lista separada por comas de "
+        f"{' y/o '.join(get_args(ProviderName))}, sin repetir (recibido: {args.providers!r}).",
+    }
+    return "\n".join(explain[key] for key in keys if key in explain)
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
-    err = sys.stderr
     query = " ".join(" ".join(args.query).split())
     started = time.monotonic()
     from enlace_agent.search.chain import SearchChain
-    from enlace_agent.search.errors import (
-        AllProvidersFailed,
-        MissingCredential,
-        QueryError,
-    )
+    from enlace_agent.search.errors import AllProvidersFailed, MissingCredential, QueryError
     from enlace_agent.search.models import SkippedProvider, redact
     from enlace_agent.search.settings import load_config, load_env, parse_providers
     from enlace_agent.settings import InvalidOptions, SettingsError
@@ -152,8 +122,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     log.debug("libraries loaded in %.3f s", time.monotonic() - started)
     try:
         env = load_env(args.env_file)
-        key = env.get(KEY_ENV, "").strip()
-        if key:
+        if key := env.get(KEY_ENV, "").strip():
             secrets.append(key)
         overrides: dict[str, Any] = {
             "region": args.region,
@@ -163,24 +132,20 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         config = load_config(args.config, overrides=overrides)
         chain = SearchChain(config, env=env)
     except MissingCredential as exc:
-        return fail(missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, err)
+        return fail(missing_key_message(exc.provider, exc.env_var))
     except InvalidOptions as exc:
-        return fail(_explain_options(exc.keys, args), EXIT_USAGE, err)
+        return fail(_explain_options(exc.keys, args))
     except SettingsError as exc:
-        return fail(
-            f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}", EXIT_USAGE, err
-        )
+        return fail(f"configuración de búsqueda no válida.\n{redact(str(exc), secrets)}")
     search_started = time.monotonic()
     try:
         response = chain.search(query)
     except QueryError as exc:
         if exc.limit is None:
-            return fail("la consulta está vacía.", EXIT_USAGE, err)
+            return fail("la consulta está vacía.")
         return fail(
             f"la consulta tiene {exc.length} caracteres y el máximo es {exc.limit}; "
-            "acórtala (no se recorta automáticamente).",
-            EXIT_USAGE,
-            err,
+            "acórtala (no se recorta automáticamente)."
         )
     except AllProvidersFailed as exc:
         if args.json:
@@ -194,12 +159,11 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
                 },
                 secrets,
             )
-        causes = "\n".join(f"  - {e.provider}: {_why(e)}" for e in exc.errors)
+        causes = "\n".join(f"  - {e.provider}: {e.describe_es()}" for e in exc.errors)
         return fail(
             "ningún proveedor de búsqueda respondió:\n"
             f"{causes}\nInténtalo de nuevo más tarde; con --debug verás los detalles.",
             EXIT_FAILED,
-            err,
         )
     if args.json:
         _write_json(response.to_dict(), secrets)

@@ -1,13 +1,6 @@
 """`enlace-assistant serve | export-history | delete-history`: the family web page and the
-histories it keeps.
-
-    enlace-assistant serve [--host 0.0.0.0] [--port 8765] [assistant options]
-    enlace-assistant export-history NOMBRE [--out historial.json]
-    enlace-assistant delete-history NOMBRE --yes
-
-Exit codes: 0 done, 1 the server could not run, 2 bad usage or configuration. Starlette and
-uvicorn (the `web` extra) are imported only once the arguments are read.
-"""
+histories it keeps. Exit codes: 0 done, 1 the server could not run, 2 bad usage or configuration.
+Starlette and uvicorn (the `web` extra) are imported only once the arguments are read."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent.cli.assistant import add_assistant_options, setup_assistant
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
 
 NO_EXTRA = (
     'la página web necesita el extra «web»: pip install "enlace-agent[web]" (Starlette y uvicorn).'
@@ -63,12 +56,12 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
 
         from enlace_agent.web import StoreError, WebSetupError, build_app, resolve_tokens
     except ImportError:
-        return fail(NO_EXTRA, EXIT_USAGE, sys.stderr)
+        return fail(NO_EXTRA)
     from enlace_agent.settings import InvalidOptions, with_overrides
 
     built = setup_assistant(args, secrets)
     if isinstance(built, str):
-        return fail(built, EXIT_USAGE, sys.stderr)
+        return fail(built)
     assistant, env = built
     try:
         web = with_overrides(assistant.config.web, {"host": args.host, "port": args.port})
@@ -77,23 +70,18 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         app = build_app(assistant, env)
     except InvalidOptions as exc:
         flags = ", ".join(f"--{k}" if k in ("host", "port") else f"web.{k}" for k in exc.keys)
-        return fail(f"opción no válida: {flags}.\n{exc}", EXIT_USAGE, sys.stderr)
+        return fail(f"opción no válida: {flags}.\n{exc}")
     except WebSetupError as exc:
-        return fail(str(exc), EXIT_USAGE, sys.stderr)
+        return fail(str(exc))
     except StoreError as exc:
-        return fail(f"no se puede usar el historial: {exc}", EXIT_USAGE, sys.stderr)
-    sys.stderr.write(f"Enlace: la página está en http://{_url_host(web.host)}:{web.port}/\n")
+        return fail(f"no se puede usar el historial: {exc}")
+    url_host = f"[{web.host}]" if ":" in web.host else web.host  # an IPv6 address
+    sys.stderr.write(f"Enlace: la página está en http://{url_host}:{web.port}/\n")
     try:
         uvicorn.run(app, host=web.host, port=web.port, log_config=None, access_log=False)
     except OSError as exc:
-        return fail(
-            f"no se puede escuchar en {web.host}:{web.port}: {exc}", EXIT_FAILED, sys.stderr
-        )
+        return fail(f"no se puede escuchar en {web.host}:{web.port}: {exc}", EXIT_FAILED)
     return EXIT_OK
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -119,7 +107,7 @@ def _store(args: argparse.Namespace) -> Any:
 def _export(args: argparse.Namespace, secrets: list[str]) -> int:
     store = _store(args)
     if isinstance(store, str):
-        return fail(store, EXIT_USAGE, sys.stderr)
+        return fail(store)
     text = json.dumps(store.export(args.name), ensure_ascii=False, indent=2) + "\n"
     if args.out is None:
         sys.stdout.write(text)
@@ -133,13 +121,11 @@ def _delete(args: argparse.Namespace, secrets: list[str]) -> int:
     if not args.yes:
         return fail(
             f"borrar el historial de {args.name} no se puede deshacer: repite con --yes "
-            "(y antes, si quieres, guárdalo con export-history).",
-            EXIT_USAGE,
-            sys.stderr,
+            "(y antes, si quieres, guárdalo con export-history)."
         )
     store = _store(args)
     if isinstance(store, str):
-        return fail(store, EXIT_USAGE, sys.stderr)
+        return fail(store)
     count = store.delete_person(args.name)
     sys.stderr.write(f"Borradas {count} conversaciones de {args.name} (y sus sesiones).\n")
     return EXIT_OK

@@ -1,12 +1,6 @@
-"""Web search for the family assistant: DuckDuckGo Lite first, Brave Search as fallback.
-
-    from enlace_agent.search import search
-    response = search("receta de tortilla")
-    response.provider, [r.url for r in response.results]
-
-`enlace-search` (`enlace_agent.cli.search`) lives outside this package, so that its `--help` starts
-without importing httpx, BeautifulSoup or pydantic.
-"""
+"""Web search for the family assistant: DuckDuckGo Lite first, Brave Search as fallback
+(`search("receta de tortilla")`). `enlace-search` lives in `enlace_agent.cli.search`, so that its
+`--help` starts without importing httpx, BeautifulSoup or pydantic."""
 
 from enlace_agent.search.api import search
 from enlace_agent.search.chain import Provider, SearchChain

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from enlace_config.schema.agent import SearchConfig
 
@@ -31,20 +30,16 @@ def search(
     Raises `QueryError`, `SearchConfigError` (`InvalidOptions`, `MissingCredential` included) or
     `AllProvidersFailed`; see `enlace_agent.search.errors`.
     """
-    overrides: dict[str, Any] = {"region": region}
-    if providers is not None:
-        overrides["providers"] = parse_providers(providers)
-    if max_results is not None:
-        overrides["max_results"] = max_results
+    overrides = {
+        "region": region,
+        "max_results": max_results,
+        "providers": parse_providers(providers) if providers is not None else None,
+    }  # None: not overridden
     if isinstance(config, SearchConfig):
         base = with_overrides(config, overrides)
     else:
-        base = load_config(
-            Path(config) if config is not None else None, overrides=overrides, environ=env
-        )
-    environment = (
-        dict(env)
-        if env is not None and env_file is None
-        else load_env(Path(env_file) if env_file is not None else None, environ=env)
-    )
-    return SearchChain(base, env=environment).search(query)
+        path = Path(config) if config is not None else None
+        base = load_config(path, overrides=overrides, environ=env)
+    if env is None or env_file is not None:
+        env = load_env(Path(env_file) if env_file is not None else None, environ=env)
+    return SearchChain(base, env=env).search(query)

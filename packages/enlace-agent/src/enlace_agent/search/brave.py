@@ -13,7 +13,6 @@ The key is a `Secret`; every message this module puts in an exception is redacte
 from __future__ import annotations
 
 import html
-import json
 import re
 
 from enlace_config.schema.agent import BraveConfig, HttpConfig
@@ -66,63 +65,39 @@ def brave_locale(region: str, cfg: BraveConfig) -> tuple[str, str]:
 
 def parse_brave_json(body: str | bytes, *, max_results: int | None = None) -> list[SearchResult]:
     """Results of a Brave web-search response; [] when it has no `web` block."""
-    try:
-        data = as_object(json.loads(body))
-    except ValueError as exc:
-        raise LayoutChanged(NAME, f"response is not JSON ({exc.__class__.__name__})") from None
+    data = loads_object(body)
     if data is None:
-        raise LayoutChanged(NAME, "response JSON is not an object")
-    if data.get("web") is None:
-        return []
-    web = as_object(data["web"])
+        raise LayoutChanged(NAME, "response is not a JSON object")
+    web = as_object(data["web"]) if data.get("web") is not None else {}
     if web is None:
         raise LayoutChanged(NAME, "`web` is not an object")
-    if web.get("results") is None:
-        return []
-    items = as_array(web["results"])
+    items = as_array(web["results"]) if web.get("results") is not None else []
     if items is None:
         raise LayoutChanged(NAME, "`web.results` is not a list")
-    triples: list[tuple[str, str, str]] = []
-    for entry in items:
-        item = as_object(entry)
-        if item is None:
-            continue
-        title = item.get("title", "")
-        url = item.get("url", "")
-        description = item.get("description", "")
-        if not isinstance(url, str):
-            continue
-        triples.append(
-            (
-                strip_markup(title) if isinstance(title, str) else "",
-                url,
-                strip_markup(description) if isinstance(description, str) else "",
-            )
-        )
+    triples = [
+        (_text(item.get("title")), url, _text(item.get("description")))
+        for item in (as_object(entry) or {} for entry in items)
+        if isinstance(url := item.get("url"), str)
+    ]
     if items and not triples:
         raise LayoutChanged(NAME, "`web.results` holds no usable result objects")
     return finalize(triples, provider=NAME, max_results=max_results)
 
 
+def _text(value: object) -> str:
+    return strip_markup(value) if isinstance(value, str) else ""
+
+
 def _windows(value: str | None) -> list[float]:
-    if not value:
+    try:
+        return [float(part) for part in value.split(",")] if value else []
+    except ValueError:
         return []
-    out: list[float] = []
-    for part in value.split(","):
-        try:
-            out.append(float(part.strip()))
-        except ValueError:
-            return []
-    return out
 
 
 def _error_code_and_detail(body: bytes) -> tuple[str, str]:
-    data = loads_object(body)
-    error = as_object(data.get("error")) if data is not None else None
-    if error is None:
-        return "", ""
-    code = error.get("code", "")
-    detail = error.get("detail", "")
+    error = as_object((loads_object(body) or {}).get("error")) or {}
+    code, detail = error.get("code"), error.get("detail")
     return (code if isinstance(code, str) else "", detail if isinstance(detail, str) else "")
 
 
@@ -189,7 +164,7 @@ class BraveSearch:
         return params
 
     def search(self, request: SearchRequest) -> list[SearchResult]:
-        secrets = [self.api_key.reveal()]
+        secrets = [self.api_key.get_secret_value()]
         response = fetch(
             "GET",
             self.cfg.endpoint,
@@ -198,7 +173,7 @@ class BraveSearch:
             headers={
                 "User-Agent": self.user_agent,
                 "Accept": "application/json",
-                TOKEN_HEADER: self.api_key.reveal(),
+                TOKEN_HEADER: self.api_key.get_secret_value(),
             },
             params=self.params(request),
             sensitive_headers=[TOKEN_HEADER],

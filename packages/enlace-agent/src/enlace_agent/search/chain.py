@@ -1,14 +1,7 @@
-"""The provider chain: ask in order, move on only on errors, remember who answered and why others
-did not.
-
-- Zero results from a provider that answered properly is the answer: no fallback (it would spend
-  quota and return worse results).
-- A `ProviderError` moves the chain on; the error is kept in `SearchResponse.skipped`.
-- After `RateLimited` / `Blocked` / `QuotaExhausted` the provider is skipped for a cool-down
-  (`cooldown_s`, or the provider's own retry hint), remembered in a state file between runs.
-- A provider that needs a key and has none fails when the chain is built, not at the first query.
-- When every provider fails, `AllProvidersFailed` lists every cause.
-"""
+"""The provider chain: ask in order, move on only on a `ProviderError` (kept in
+`SearchResponse.skipped`), remember who answered. Zero results from a provider that answered is the
+answer (a fallback would spend quota for worse results). After `Throttled` errors the provider is
+skipped for a cool-down remembered between runs. A missing key fails when the chain is built."""
 
 from __future__ import annotations
 
@@ -88,7 +81,6 @@ class SearchChain:
         *,
         env: Mapping[str, str] | None = None,
         providers: Sequence[Provider] | None = None,
-        state: CooldownStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config if config is not None else SearchConfig()
@@ -98,14 +90,8 @@ class SearchChain:
         )
         if not self.providers:
             raise SearchConfigError("the search chain has no providers")
-        if state is None:
-            path = (
-                Path(self.config.state_file)
-                if self.config.state_file
-                else default_state_path(environ)
-            )
-            state = CooldownStore(path)
-        self.state = state
+        state_file = self.config.state_file
+        self.state = CooldownStore(Path(state_file) if state_file else default_state_path(environ))
         self.clock = clock
 
     @property
@@ -138,11 +124,7 @@ class SearchChain:
         except InvalidOptions as exc:
             raise QueryError(str(exc)) from None
         request = SearchRequest(
-            query=text,
-            max_results=config.max_results,
-            region=config.region,
-            safe_search=config.safe_search,
-            time_filter=config.time_filter,
+            text, config.max_results, config.region, config.safe_search, config.time_filter
         )
         log.debug("searching for %r", text)  # the query is logged at debug level only
         started = time.monotonic()

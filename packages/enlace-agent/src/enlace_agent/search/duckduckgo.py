@@ -15,7 +15,6 @@ Three outcomes besides results, decided from the body whatever the HTTP status:
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 from bs4 import BeautifulSoup, Tag
@@ -42,32 +41,16 @@ _AD_HOSTS = ("duckduckgo.com", "bing.com")
 _AD_PATHS = ("/y.js", "/aclick")
 
 
-def _classes(tag: Tag) -> list[str]:
-    value: Any = tag.get("class")
-    if isinstance(value, str):
-        return value.split()
-    if isinstance(value, list):
-        return [str(v) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    return []
-
-
 def is_challenge(soup: BeautifulSoup) -> bool:
     """DuckDuckGo's bot challenge: a form whose action points at anomaly.js."""
-    for form in soup.find_all("form"):
-        action = form.get("action")
-        if (isinstance(action, str) and "anomaly.js" in action) or form.get(
-            "id"
-        ) == "challenge-form":
-            return True
-    return False
+    anomaly = soup.find("form", action=re.compile(r"anomaly\.js"))
+    return anomaly is not None or soup.find("form", id="challenge-form") is not None
 
 
 def _has_no_results_marker(soup: BeautifulSoup) -> bool:
     body = soup.body if soup.body is not None else soup
-    for cell in body.find_all(["td", "div", "p", "span"]):
-        if _NO_RESULTS.match(cell.get_text(" ")):
-            return True
-    return False
+    cells = body.find_all(["td", "div", "p", "span"])
+    return any(_NO_RESULTS.match(cell.get_text(" ")) for cell in cells)
 
 
 def unwrap_link(href: str) -> str | None:
@@ -104,27 +87,17 @@ def parse_lite_page(html: str, *, max_results: int | None = None) -> list[Search
     if not re.search(r"</html\s*>\s*$", html.strip()[-200:], re.IGNORECASE):
         raise LayoutChanged(NAME, "the results page ends before </html> (truncated)")
 
-    groups: list[dict[str, str]] = []
+    groups: list[list[str]] = []  # [title, href, snippet] of each result
     for row in soup.find_all("tr"):
-        if "result-sponsored" in _classes(row):
+        if "result-sponsored" in row.get_attribute_list("class"):
             continue
         link = row.find("a", class_="result-link")
+        snippet = row.find("td", class_="result-snippet")
         if isinstance(link, Tag):
             href = link.get("href")
-            groups.append(
-                {
-                    "title": link.get_text(""),
-                    "href": href if isinstance(href, str) else "",
-                    "snippet": "",
-                }
-            )
-            continue
-        if not groups:
-            continue
-        snippet = row.find("td", class_="result-snippet")
-        if isinstance(snippet, Tag) and not groups[-1]["snippet"]:
-            groups[-1]["snippet"] = snippet.get_text("")
-
+            groups.append([link.get_text(""), href if isinstance(href, str) else "", ""])
+        elif groups and isinstance(snippet, Tag) and not groups[-1][2]:
+            groups[-1][2] = snippet.get_text("")
     if not groups:
         if _has_no_results_marker(soup):
             return []
@@ -132,11 +105,8 @@ def parse_lite_page(html: str, *, max_results: int | None = None) -> list[Search
             NAME, "no result links (a.result-link) and no 'No results.' marker on the page"
         )
 
-    triples: list[tuple[str, str, str]] = []
-    for group in groups:
-        url = unwrap_link(group["href"])
-        if url is not None:
-            triples.append((group["title"], url, group["snippet"]))
+    links = ((title, unwrap_link(href), snippet) for title, href, snippet in groups)
+    triples = [(title, url, snippet) for title, url, snippet in links if url is not None]
     results = finalize(triples, provider=NAME, max_results=max_results)
     if not results:
         # Result rows whose links all fail to resolve: the link format changed, not "no results".
@@ -181,8 +151,7 @@ class DuckDuckGoLite:
             headers=self.headers(request),
             data=self.form(request),
         )
-        status = response.status
-        html = response.text()
+        status, html = response.status, response.text()
         if status == 200:
             try:
                 return parse_lite_page(html, max_results=request.max_results)

@@ -1,25 +1,11 @@
-"""Typed outcomes of a failed search, arranged like httpx's exception hierarchy.
+"""Typed outcomes of a failed search, arranged like httpx's exception hierarchy (the tree, with
+each `kind`, is in the package README): `QueryError`, `SearchConfigError` (`MissingCredential`),
+one `ProviderError` subclass per way a provider fails (the chain moves on to the next), and
+`AllProvidersFailed` listing every cause. An override the schema refuses raises
+`enlace_agent.settings.InvalidOptions`.
 
-    SearchError
-    ├── QueryError                 the query itself is unusable (empty, longer than a provider takes)
-    ├── SearchConfigError          the configuration cannot be used (bad file, missing env file)
-    │   └── MissingCredential      a configured provider has no key (raised when the chain is built)
-    ├── ProviderError              one provider failed to answer; the chain moves on to the next
-    │   ├── RateLimited            the provider asks us to slow down (starts a cool-down)
-    │   │   └── Blocked            DuckDuckGo's bot challenge, whatever the HTTP status
-    │   ├── QuotaExhausted         the monthly quota is spent (starts a cool-down)
-    │   ├── Unavailable            network error, 5xx, unexpected status
-    │   │   ├── ProviderTimeout    connect/read timeout or the total deadline passed
-    │   │   └── ResponseTooLarge   the body went over the size cap
-    │   ├── LayoutChanged          the answer cannot be parsed: never silently "no results"
-    │   ├── AuthenticationFailed   the key was refused
-    │   └── CoolingDown            skipped: still in the cool-down of an earlier rate limit
-    └── AllProvidersFailed         every provider failed; `.errors` lists each cause
-
-An override the schema refuses (`max_results=50`) raises `enlace_agent.settings.InvalidOptions`.
-Messages are English (they go to logs and to developers) and never contain a secret: the providers
-redact their key from every text they put in an exception. The Spanish words the family reads are
-`ProviderError.reason_es`.
+Messages are English (for logs and developers) and never hold a secret: the providers redact their
+key from every text they put in an exception. The family reads `ProviderError.describe_es()`.
 """
 
 from __future__ import annotations
@@ -68,10 +54,18 @@ class ProviderError(SearchError):
     kind: ClassVar[str] = "provider_error"
     reason_es: ClassVar[str] = "error del proveedor"
 
-    def __init__(self, provider: str, detail: str, *, status: int | None = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         self.provider = provider
         self.detail = detail
         self.status = status
+        self.retry_after_s = retry_after_s  # how long a `Throttled` provider asked us to wait
         super().__init__(f"{provider}: {detail}")
 
     def describe_es(self) -> str:
@@ -82,17 +76,6 @@ class ProviderError(SearchError):
 class Throttled(ProviderError):
     """The provider refuses for a while (rate limit, bot check, quota): the chain cools it down,
     for `retry_after_s` when the provider said how long."""
-
-    def __init__(
-        self,
-        provider: str,
-        detail: str,
-        *,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(provider, detail, status=status)
-        self.retry_after_s = retry_after_s
 
 
 class RateLimited(Throttled):

@@ -1,22 +1,16 @@
-"""`enlace-search-mcp`: Enlace's private web search as an MCP server (stdio transport), for the
-assistants a family already uses (desktop MCP clients, Open WebUI and the like).
-
-Needs the optional extra: `pip install "enlace-agent[mcp]"`. The tool offered is the assistant's own
-(`buscar_en_internet`, same JSON schema, same Spanish text with each result's URL and the provider
-that answered); bad arguments and failed searches come back as an error result, never a crash.
-Settings as `enlace-search`: `--config` / search.yaml, the Brave key from the environment or
-`--env-file`. Logs go to stderr (stdout carries the protocol).
-"""
+"""`enlace-search-mcp`: the search as an MCP server (stdio), for the assistants a family already
+uses. Needs the `mcp` extra. It offers the assistant's own tool (`buscar_en_internet`, same schema,
+same text); bad arguments and failed searches come back as an error result, never a crash. Settings
+as `enlace-search`; logs go to stderr (stdout carries the protocol)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import EXIT_USAGE, Parser, fail, run_guarded
+from enlace_agent.cli.common import Parser, fail, run_guarded
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -79,11 +73,7 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         import anyio
         from mcp.server.stdio import stdio_server
     except ImportError:
-        return fail(
-            'falta el SDK de MCP: instálalo con pip install "enlace-agent[mcp]".',
-            EXIT_USAGE,
-            sys.stderr,
-        )
+        return fail('falta el SDK de MCP: instálalo con pip install "enlace-agent[mcp]".')
     from enlace_agent.cli.search import KEY_ENV, missing_key_message
     from enlace_agent.search.chain import SearchChain
     from enlace_agent.search.errors import MissingCredential
@@ -96,9 +86,9 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         secrets.extend(k for k in (env.get(KEY_ENV, ""),) if k)
         chain = SearchChain(load_config(args.config), env=env)
     except MissingCredential as exc:
-        return fail(missing_key_message(exc.provider, exc.env_var), EXIT_USAGE, sys.stderr)
+        return fail(missing_key_message(exc.provider, exc.env_var))
     except SettingsError as exc:
-        return fail(f"configuración de búsqueda no válida.\n{exc}", EXIT_USAGE, sys.stderr)
+        return fail(f"configuración de búsqueda no válida.\n{exc}")
     server = build_server(SearchTool(chain))
 
     async def serve() -> None:

@@ -1,21 +1,15 @@
-"""What a search returns, and the small value types the providers share.
-
-The JSON shape (`SearchResponse.to_dict`) is a stable interface, documented in the package README:
-
-    {"query": str, "provider": str,
-     "results": [{"title": str, "url": str, "snippet": str, "rank": int}, ...],
-     "skipped": [{"provider": str, "error": str, "message": str}, ...],
-     "elapsed_s": float}
-"""
+"""What a search returns (`SearchResponse.to_dict` is the stable JSON shape documented in the
+package README), and the small value types and helpers the providers share."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
+
+from pydantic import SecretStr
 
 from enlace_agent.search.errors import ProviderError
 
@@ -74,21 +68,7 @@ class SearchResponse:
         }
 
 
-class Secret:
-    """A credential that does not print itself: repr/str show only that it is set."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
+Secret = SecretStr  # a credential that does not print itself (repr and str show only stars)
 
 
 REDACTED = "[REDACTED]"
@@ -106,14 +86,6 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-_WS = re.compile(r"\s+")
-
-
-def clean_text(text: str) -> str:
-    """Collapse runs of whitespace (non-breaking spaces included) into single spaces."""
-    return _WS.sub(" ", text).strip()
-
-
 def is_http_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
@@ -125,8 +97,9 @@ def is_http_url(url: str) -> bool:
 def finalize(
     raw: Iterable[tuple[str, str, str]], *, provider: str, max_results: int | None
 ) -> list[SearchResult]:
-    """(title, url, snippet) triples → ranked results: non-HTTP(S) URLs dropped, URLs de-duplicated
-    (first one wins), ranks 1..n after filtering, at most `max_results`."""
+    """(title, url, snippet) triples → ranked results: whitespace runs collapsed, non-HTTP(S) URLs
+    dropped, URLs de-duplicated (first one wins), ranks 1..n after filtering, at most
+    `max_results`."""
     results: list[SearchResult] = []
     seen: set[str] = set()
     for title, url, snippet in raw:
@@ -134,15 +107,8 @@ def finalize(
         if not is_http_url(url) or url in seen:
             continue
         seen.add(url)
-        results.append(
-            SearchResult(
-                title=clean_text(title) or url,
-                url=url,
-                snippet=clean_text(snippet),
-                rank=len(results) + 1,
-                provider=provider,
-            )
-        )
+        title, snippet = " ".join(title.split()) or url, " ".join(snippet.split())
+        results.append(SearchResult(title, url, snippet, len(results) + 1, provider))
         if max_results is not None and len(results) >= max_results:
             break
     return results

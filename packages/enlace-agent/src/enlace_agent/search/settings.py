@@ -3,38 +3,18 @@ environment (see `enlace_agent.settings` for the layers)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from functools import partial
 
 from enlace_config.schema.agent import SearchConfig
 
+from enlace_agent import settings
 from enlace_agent.search.errors import SearchConfigError
-from enlace_agent.settings import load_env as _load_env
 from enlace_agent.settings import load_settings
 
-
-def load_env(
-    env_file: Path | None = None, environ: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    return _load_env(env_file, environ, error=SearchConfigError)
-
-
-def load_config(
-    path: Path | None = None,
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> SearchConfig:
-    """Defaults, then the user's `search.yaml` (or `path`), then `overrides`."""
-    return load_settings(
-        SearchConfig,
-        "search.yaml",
-        path,
-        overrides=overrides,
-        environ=environ,
-        error=SearchConfigError,
-    )
+# The agent's settings layers, with the search's own error type.
+load_env = partial(settings.load_env, error=SearchConfigError)
+load_config = partial(load_settings, SearchConfig, "search.yaml", error=SearchConfigError)
 
 
 def parse_providers(value: str | Sequence[str]) -> list[str]:

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,24 +30,18 @@ class Cooldown:
     cause: str
 
 
-def default_state_path(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    base = (
-        env.get("XDG_CACHE_HOME") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    )
-    return Path(base) / "enlace" / "search-state.json"
+def default_state_path(environ: Mapping[str, str] | None = None) -> Path:
+    cache = (environ or {}).get("XDG_CACHE_HOME") or os.environ.get("XDG_CACHE_HOME")
+    return Path(cache or Path.home() / ".cache") / "enlace" / "search-state.json"
 
 
 class CooldownStore:
-    """Reads and writes the cool-down file; `path=None` keeps them in memory only."""
+    """Reads and writes the cool-down file."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._memory: dict[str, Cooldown] = {}
 
     def load(self) -> dict[str, Cooldown]:
-        if self.path is None:
-            return dict(self._memory)
         try:
             raw = self.path.read_bytes()  # decoded by json.loads: bad bytes are corruption too
         except FileNotFoundError:
@@ -55,19 +50,13 @@ class CooldownStore:
             log.debug("cool-down state %s unreadable (%s); ignoring it", self.path, exc)
             return {}
         try:
-            data = as_object(json.loads(raw))
-            entries = as_object(data.get("cooldowns")) if data is not None else None
+            entries = as_object((as_object(json.loads(raw)) or {}).get("cooldowns"))
             if entries is None:
                 raise TypeError("no `cooldowns` object")
-            out: dict[str, Cooldown] = {}
-            for name, value in entries.items():
-                entry = as_object(value)
-                if entry is None:
-                    raise TypeError(f"entry {name!r} is not an object")
-                out[name] = Cooldown(
-                    until=float(entry["until"]), cause=str(entry.get("cause", "rate_limited"))
-                )
-            return out
+            return {
+                name: Cooldown(float(entry["until"]), str(entry.get("cause", "rate_limited")))
+                for name, entry in entries.items()
+            }
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("cool-down state %s is corrupt (%s); ignoring it", self.path, exc)
             return {}
@@ -79,12 +68,6 @@ class CooldownStore:
     def start(self, provider: str, until: float, cause: str, now: float) -> None:
         entries = {k: v for k, v in self.load().items() if v.until > now}
         entries[provider] = Cooldown(until=until, cause=cause)
-        self._save(entries)
-
-    def _save(self, entries: dict[str, Cooldown]) -> None:
-        if self.path is None:
-            self._memory = dict(entries)
-            return
         data = {
             "version": STATE_VERSION,
             "cooldowns": {k: {"until": v.until, "cause": v.cause} for k, v in entries.items()},

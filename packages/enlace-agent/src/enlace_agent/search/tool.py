@@ -44,11 +44,6 @@ SEARCH_TOOL: dict[str, Any] = function_spec(
 )
 
 
-def default_chain() -> SearchChain:
-    """The chain a user gets: their config file (or the defaults) and their env file's key."""
-    return SearchChain(load_config(), env=load_env())
-
-
 def format_for_model(response: SearchResponse, *, max_snippet_chars: int = 300) -> str:
     """Compact text: one block per result, then where it came from."""
     if not response.results:
@@ -67,7 +62,8 @@ def format_for_model(response: SearchResponse, *, max_snippet_chars: int = 300) 
 
 
 class SearchTool:
-    """The search tool of the assistant; the chain is built on first use (it checks keys)."""
+    """The search tool of the assistant; without a chain, the user's (their config file or the
+    defaults, their env file's key) is built on first use (it checks keys)."""
 
     spec = SEARCH_TOOL
 
@@ -77,7 +73,7 @@ class SearchTool:
     @property
     def chain(self) -> SearchChain:
         if self._chain is None:
-            self._chain = default_chain()
+            self._chain = SearchChain(load_config(), env=load_env())
         return self._chain
 
     def run(self, arguments: str | Mapping[str, Any]) -> ToolResult:

@@ -39,19 +39,10 @@ class HttpResponse:
     status: int
     headers: httpx.Headers
     body: bytes
-    url: str
+    encoding: str  # the charset the headers name, as httpx reads it (UTF-8 when none or unknown)
 
     def text(self) -> str:
-        charset = "utf-8"
-        content_type = self.headers.get("content-type", "")
-        for part in content_type.split(";")[1:]:
-            key, _, value = part.strip().partition("=")
-            if key.lower() == "charset" and value:
-                charset = value.strip("\"' ")
-        try:
-            return self.body.decode(charset, errors="replace")
-        except LookupError:  # an unknown charset name
-            return self.body.decode("utf-8", errors="replace")
+        return self.body.decode(self.encoding, errors="replace")
 
 
 class Watchdog:
@@ -116,14 +107,9 @@ def fetch(
     `sensitive_headers` are dropped when a redirect leaves the original origin; `secrets` are
     redacted from every message this function puts in an exception.
     """
-    start = time.monotonic()
-    deadline = start + http.total_timeout_s
-    timeout = httpx.Timeout(
-        connect=http.connect_timeout_s,
-        read=http.read_timeout_s,
-        write=http.read_timeout_s,
-        pool=http.connect_timeout_s,
-    )
+    deadline = time.monotonic() + http.total_timeout_s
+    connect = http.connect_timeout_s
+    timeout = httpx.Timeout(http.read_timeout_s, connect=connect, pool=connect)  # and write
 
     def fail(exc_type: type[Unavailable], detail: str) -> Unavailable:
         return exc_type(provider, redact(detail, secrets))
@@ -146,7 +132,10 @@ def fetch(
                     if next_request is None or not response.is_redirect:
                         body = _read_capped(response, http.max_response_bytes, deadline, fail)
                         return HttpResponse(
-                            response.status_code, response.headers, body, str(request.url)
+                            response.status_code,
+                            response.headers,
+                            body,
+                            response.encoding or "utf-8",
                         )
                 finally:
                     response.close()
@@ -164,13 +153,7 @@ def fetch(
             raise
         except httpx.TimeoutException as exc:
             raise fail(ProviderTimeout, f"timed out ({type(exc).__name__})") from None
-        except httpx.HTTPError as exc:
-            if watchdog.fired:
-                raise fail(
-                    ProviderTimeout, f"no complete answer within {http.total_timeout_s:g} s"
-                ) from None
-            raise fail(Unavailable, f"{type(exc).__name__}: {exc}") from None
-        except OSError as exc:  # socket errors httpx did not wrap
+        except (httpx.HTTPError, OSError) as exc:  # OSError: socket errors httpx did not wrap
             if watchdog.fired:
                 raise fail(
                     ProviderTimeout, f"no complete answer within {http.total_timeout_s:g} s"
@@ -188,13 +171,11 @@ def _read_capped(
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > cap:
         raise fail(ResponseTooLarge, f"response declares {declared} bytes, the cap is {cap}")
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > cap:
+        body += chunk
+        if len(body) > cap:
             raise fail(ResponseTooLarge, f"response body exceeds the cap of {cap} bytes")
         if time.monotonic() > deadline:
             raise fail(ProviderTimeout, "the response body did not end before the deadline")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return bytes(body)

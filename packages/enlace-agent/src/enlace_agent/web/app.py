@@ -1,16 +1,9 @@
 """The family web page: a Starlette app over the assistant's loop and the history store.
 
-Security model (README, «La página web»):
-- Each person signs in by name and, where they have one, their own access token (compared with
-  `hmac.compare_digest`). The server answers with a random session cookie (HttpOnly,
-  SameSite=Strict, Path=/), kept server-side only as a hash; it expires after `session_days`.
-- Every request that changes state (POST) must carry the session's CSRF token in the
-  `X-Enlace-CSRF` header (the page gets it from /api/me; a cross-site form cannot set headers),
-  must be JSON, and, when the browser sends an Origin, it must be this server's.
-- Nothing from the model or a search result is ever inserted as HTML: the page uses textContent,
-  and a Content-Security-Policy forbids inline scripts besides.
-- Bodies are bounded (`max_body_bytes`, 413) and so are questions (`max_message_chars`).
-- Every conversation query names the signed-in person: another person's conversation is a 404.
+The security model is the README's («La página web», Seguridad): per-person tokens compared in
+constant time, a random HttpOnly SameSite=Strict session cookie kept server-side only as a hash,
+CSRF header + JSON + same Origin on every POST, no HTML from the model or a search, bounded bodies,
+and every conversation query naming the signed-in person (another's conversation is a 404).
 """
 
 from __future__ import annotations
@@ -21,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 from enlace_config.schema.agent import WebConfig
 from starlette.applications import Starlette
@@ -36,7 +29,6 @@ from enlace_agent.web.live import EventDict, LiveTurns
 from enlace_agent.web.store import Session, Store
 
 log = logging.getLogger("enlace_agent.web")
-T = TypeVar("T")
 
 COOKIE = "enlace_session"
 CSRF_HEADER = "x-enlace-csrf"
@@ -70,7 +62,7 @@ class HttpError(Exception):
 
 @dataclass
 class WebApp:
-    """What the routes share."""
+    """What the routes share (the store is called off the event loop: SQLite blocks)."""
 
     config: WebConfig
     assistant: Assistant
@@ -79,13 +71,9 @@ class WebApp:
     live: LiveTurns
 
     # ------------------------------------------------------------ request checks
-    async def db(self, call: Callable[..., T], *args: Any) -> T:
-        """A store call, off the event loop (SQLite blocks)."""
-        return await run_in_threadpool(call, *args)
-
     async def session(self, request: Request) -> Session:
         cookie = request.cookies.get(COOKIE)
-        found = await self.db(self.store.session, cookie) if cookie else None
+        found = await run_in_threadpool(self.store.session, cookie) if cookie else None
         if found is None or found.person not in self.tokens:
             raise HttpError(401, "Tienes que entrar de nuevo.")
         return found
@@ -146,17 +134,15 @@ class WebApp:
                 yield event.to_dict()
         except ModelError as exc:
             log.warning("model server failed: %s", type(exc).__name__)
-            message = model_message(exc)
+            message = (
+                MODEL_SLOW
+                if isinstance(exc, ModelTimeout)
+                else MODEL_DOWN
+                if isinstance(exc, ModelUnavailable)
+                else MODEL_BROKEN
+            )
             self.store.add_message(person, conversation_id, "error", message)
             yield {"type": "error", "message": message}
-
-
-def model_message(exc: ModelError) -> str:
-    if isinstance(exc, ModelTimeout):
-        return MODEL_SLOW
-    if isinstance(exc, ModelUnavailable):
-        return MODEL_DOWN
-    return MODEL_BROKEN
 
 
 Handler = Callable[[WebApp, Request], Awaitable[Response]]
@@ -196,23 +182,17 @@ async def login(web: WebApp, request: Request) -> Response:
     matches = hmac.compare_digest(given.encode(), (expected or "").encode())
     if name not in web.tokens or (expected is not None and not matches):
         raise HttpError(401, "Nombre o clave incorrectos.")
-    token, _ = await web.db(web.store.create_session, name, web.config.session_days * 86400)
+    lifetime_s = web.config.session_days * 86400
+    token, _ = await run_in_threadpool(web.store.create_session, name, lifetime_s)
     response = JSONResponse({"ok": True})
-    response.set_cookie(
-        COOKIE,
-        token,
-        max_age=int(web.config.session_days * 86400),
-        httponly=True,
-        samesite="strict",
-        path="/",
-    )
+    response.set_cookie(COOKIE, token, max_age=int(lifetime_s), httponly=True, samesite="strict")
     return response
 
 
 async def logout(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
-    await web.db(web.store.end_session, request.cookies.get(COOKIE, ""))
+    await run_in_threadpool(web.store.end_session, request.cookies.get(COOKIE, ""))
     response = JSONResponse({"ok": True})
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -232,7 +212,7 @@ async def me(web: WebApp, request: Request) -> Response:
 
 async def list_conversations(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
-    found = await web.db(
+    found = await run_in_threadpool(
         web.store.conversations, session.person, web.config.max_conversations_listed
     )
     return JSONResponse({"conversations": found})
@@ -243,7 +223,9 @@ async def new_conversation(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
     question = web.question(await web.read_json(request))
-    conversation_id = await web.db(web.store.create_conversation, session.person, question)
+    conversation_id = await run_in_threadpool(
+        web.store.create_conversation, session.person, question
+    )
     return start_turn(web, session.person, conversation_id, question)
 
 
@@ -251,7 +233,7 @@ async def ask(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
     conversation_id = request.path_params["cid"]
-    if not await web.db(web.store.owns, session.person, conversation_id):
+    if not await run_in_threadpool(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
     question = web.question(await web.read_json(request))
     if web.live.get(conversation_id) is not None:
@@ -273,7 +255,9 @@ def start_turn(web: WebApp, person: str, conversation_id: str, question: str) ->
 
 async def show_conversation(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
-    found = await web.db(web.store.conversation, session.person, request.path_params["cid"])
+    found = await run_in_threadpool(
+        web.store.conversation, session.person, request.path_params["cid"]
+    )
     if found is None:
         raise HttpError(404, "Esa conversación no existe.")
     found["answering"] = web.live.get(found["id"]) is not None
@@ -284,7 +268,7 @@ async def events(web: WebApp, request: Request) -> Response:
     """The answer being written, as server-sent events from its first event; `idle` when none."""
     session = await web.session(request)
     conversation_id = request.path_params["cid"]
-    if not await web.db(web.store.owns, session.person, conversation_id):
+    if not await run_in_threadpool(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
     live = web.live.get(conversation_id)
 

@@ -187,16 +187,12 @@ class Store:
         """A message shown on the page (`user`, `assistant` or `error`); `history`, when given,
         replaces what the model will see next turn."""
         now = time.time()
+        saved = None if history is None else json.dumps(list(history), ensure_ascii=False)
         with self._db() as db:
             updated = db.execute(
                 "UPDATE conversations SET updated = ?, history = COALESCE(?, history) "
                 "WHERE id = ? AND person = ?",
-                (
-                    now,
-                    None if history is None else json.dumps(list(history), ensure_ascii=False),
-                    conversation_id,
-                    person,
-                ),
+                (now, saved, conversation_id, person),
             ).rowcount
             if updated != 1:
                 raise KeyError(conversation_id)
@@ -215,18 +211,11 @@ class Store:
     # ---------------------------------------------------------------- a person's whole history
     def export(self, person: str) -> dict[str, Any]:
         with self._db() as db:
-            ids = [
-                r["id"]
-                for r in db.execute(
-                    "SELECT id FROM conversations WHERE person = ? ORDER BY created", (person,)
-                )
-            ]
-        found = (self.conversation(person, i) for i in ids)
-        return {
-            "person": person,
-            "schema_version": SCHEMA_VERSION,
-            "conversations": [c for c in found if c is not None],
-        }
+            query = "SELECT id FROM conversations WHERE person = ? ORDER BY created"
+            ids = [r["id"] for r in db.execute(query, (person,))]
+        found = [self.conversation(person, i) for i in ids]
+        conversations = [c for c in found if c is not None]
+        return {"person": person, "schema_version": SCHEMA_VERSION, "conversations": conversations}
 
     def delete_person(self, person: str) -> int:
         """Deletes every conversation and sign-in of `person`; returns how many conversations."""
@@ -238,8 +227,8 @@ class Store:
         return count
 
 
-def migrate(db: sqlite3.Connection) -> int:
-    """Brings `db` to `SCHEMA_VERSION`; returns the version it had."""
+def migrate(db: sqlite3.Connection) -> None:
+    """Brings `db` to `SCHEMA_VERSION`."""
     found: int = db.execute("PRAGMA user_version").fetchone()[0]
     if found > SCHEMA_VERSION:
         raise StoreError(
@@ -251,4 +240,3 @@ def migrate(db: sqlite3.Connection) -> int:
         db.executescript(
             f"BEGIN; {MIGRATIONS[version]} PRAGMA user_version = {version + 1}; COMMIT;"
         )
-    return found
