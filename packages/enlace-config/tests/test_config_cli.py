@@ -218,3 +218,23 @@ def test_keys_lists_types_defaults_and_descriptions(capsys: pytest.CaptureFixtur
     assert "model.d_model  (int; required)" in out
     assert main(["keys", "nope"]) == 2
     assert "unknown kind 'nope'" in capsys.readouterr().err
+
+
+def test_every_schema_key_has_a_description() -> None:
+    # Descriptions are the fields' docstrings: a key without one, or an install without the
+    # sources pydantic reads them from, would leave `keys` silent.
+    for folder in known_folders():
+        schema_for(folder)  # imports every schema module
+
+    def subclasses(cls: type[StrictModel]) -> list[type[StrictModel]]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    missing = [
+        f"{model.__name__}.{name}"
+        for model in subclasses(StrictModel)
+        if model.__module__.startswith("enlace_config.")
+        for name, info in model.model_fields.items()
+        if not info.description
+    ]
+    assert missing == []
+    assert len(subclasses(StrictModel)) > 15

@@ -135,8 +135,8 @@ def _key_lines(model: type[BaseModel], prefix: str) -> list[str]:
         else:
             default = f"default: {dump_scalar(info.default)}"
         lines.append(f"{key}  ({_type_name(sub)}; {default})")
-        if info.description:
-            lines.append(f"    {info.description}")
+        if info.description:  # a docstring wraps: print it as one line
+            lines.append(f"    {' '.join(info.description.split())}")
     return lines
 
 

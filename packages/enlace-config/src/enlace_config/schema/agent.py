@@ -34,32 +34,21 @@ def _timeouts_within(config: StrictModel, limit: str) -> None:
 
 
 class HttpConfig(StrictModel):
-    connect_timeout_s: PositiveFloat = Field(
-        default=5.0,
-        description="Seconds allowed to open the connection (TCP and TLS) to a provider.",
-    )
-    read_timeout_s: PositiveFloat = Field(
-        default=10.0, description="Seconds allowed between two pieces of a provider's response."
-    )
-    total_timeout_s: PositiveFloat = Field(
-        default=15.0,
-        description="Hard deadline in seconds for one provider request, from connecting to the "
-        "last byte: a response that trickles or never ends is cut here.",
-    )
-    max_response_bytes: PositiveInt = Field(
-        default=2_000_000,
-        description="Largest response body accepted (after decompression); the download stops "
-        "there and the provider counts as failed.",
-    )
-    max_redirects: int = Field(
-        default=3, ge=0, le=10, description="Redirects followed per request (0: none)."
-    )
-    user_agent: str | None = Field(
-        default=None,
-        min_length=1,
-        description="User-Agent header sent to the providers. None: an honest "
-        "'enlace-agent/<version>' string naming the tool.",
-    )
+    connect_timeout_s: PositiveFloat = 5.0
+    """Seconds allowed to open the connection (TCP and TLS) to a provider."""
+    read_timeout_s: PositiveFloat = 10.0
+    """Seconds allowed between two pieces of a provider's response."""
+    total_timeout_s: PositiveFloat = 15.0
+    """Hard deadline in seconds for one provider request, from connecting to the last byte: a
+    response that trickles or never ends is cut here."""
+    max_response_bytes: PositiveInt = 2_000_000
+    """Largest response body accepted (after decompression); the download stops there and the
+    provider counts as failed."""
+    max_redirects: int = Field(default=3, ge=0, le=10)
+    """Redirects followed per request (0: none)."""
+    user_agent: str | None = Field(default=None, min_length=1)
+    """User-Agent header sent to the providers. None: an honest 'enlace-agent/<version>' string
+    naming the tool."""
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "HttpConfig":
@@ -68,83 +57,52 @@ class HttpConfig(StrictModel):
 
 
 class DuckDuckGoConfig(StrictModel):
-    endpoint: str = Field(
-        default="https://lite.duckduckgo.com/lite/",
-        pattern=HTTP_URL_PATTERN,
-        description="DuckDuckGo Lite's URL (the form is POSTed here). Point it at a proxy or, in "
-        "tests, at a local server.",
-    )
+    endpoint: str = Field(default="https://lite.duckduckgo.com/lite/", pattern=HTTP_URL_PATTERN)
+    """DuckDuckGo Lite's URL (the form is POSTed here). Point it at a proxy or, in tests, at a
+    local server."""
 
 
 class BraveConfig(StrictModel):
     endpoint: str = Field(
-        default="https://api.search.brave.com/res/v1/web/search",
-        pattern=HTTP_URL_PATTERN,
-        description="Brave Search API's web-search URL. Point it at a proxy or, in tests, at a "
-        "local server. The key is read from the environment variable BRAVE_SEARCH_API_KEY only.",
+        default="https://api.search.brave.com/res/v1/web/search", pattern=HTTP_URL_PATTERN
     )
-    country: str | None = Field(
-        default=None,
-        pattern=r"^([A-Z]{2}|ALL)$",
-        description="Brave's `country` parameter (e.g. ES). None: derived from `region` "
-        "(es-es gives ES).",
-    )
-    search_lang: str | None = Field(
-        default=None,
-        pattern=r"^[a-z]{2}(-[a-z]+)?$",
-        description="Brave's `search_lang` parameter (e.g. es). None: derived from `region` "
-        "(es-es gives es).",
-    )
+    """Brave Search API's web-search URL. Point it at a proxy or, in tests, at a local server.
+    The key is read from the environment variable BRAVE_SEARCH_API_KEY only."""
+    country: str | None = Field(default=None, pattern=r"^([A-Z]{2}|ALL)$")
+    """Brave's `country` parameter (e.g. ES). None: derived from `region` (es-es gives ES)."""
+    search_lang: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)?$")
+    """Brave's `search_lang` parameter (e.g. es). None: derived from `region` (es-es gives es)."""
 
 
 class SearchConfig(StrictModel):
     providers: list[ProviderName] = Field(
-        default_factory=lambda: ["duckduckgo", "brave"],
-        min_length=1,
-        description="Providers in the order they are asked. A later one is asked only when the "
-        "ones before it failed (an answer with zero results is an answer, not a failure).",
+        default_factory=lambda: ["duckduckgo", "brave"], min_length=1
     )
-    region: Region = Field(
-        default="es-es",
-        description="Region in DuckDuckGo's `kl` form, country-language (es-es, mx-es, es-ca, "
-        "us-en); DuckDuckGo receives it as is and Brave derives country and language from it.",
-    )
-    safe_search: SafeSearch = Field(
-        default="moderate",
-        description="Safe-search level on every provider (DuckDuckGo's `kp`, Brave's "
-        "`safesearch`). A family uses it: moderate by default.",
-    )
-    time_filter: TimeFilter | None = Field(
-        default=None,
-        description="Only pages from the last day/week/month/year (DuckDuckGo's `df`, Brave's "
-        "`freshness`). None: any time.",
-    )
-    max_results: MaxResults = Field(
-        default=10,
-        description="Results returned per search (Brave accepts at most 20).",
-    )
-    cooldown_s: float = Field(
-        default=600.0,
-        ge=0,
-        description="After a provider answers rate-limited or blocked it is skipped for this many "
-        "seconds, also across CLI runs (0: never skipped).",
-    )
-    state_file: str | None = Field(
-        default=None,
-        description="Where the cool-downs are remembered. None: "
-        "$XDG_CACHE_HOME/enlace/search-state.json (~/.cache/enlace/... when unset). A corrupt or "
-        "unwritable file never stops a search.",
-    )
-    http: HttpConfig = Field(
-        default_factory=HttpConfig,
-        description="Timeouts, size cap and redirects for every provider.",
-    )
-    duckduckgo: DuckDuckGoConfig = Field(
-        default_factory=DuckDuckGoConfig, description="DuckDuckGo Lite (no key needed)."
-    )
-    brave: BraveConfig = Field(
-        default_factory=BraveConfig, description="Brave Search API (needs BRAVE_SEARCH_API_KEY)."
-    )
+    """Providers in the order they are asked. A later one is asked only when the ones before it
+    failed (an answer with zero results is an answer, not a failure)."""
+    region: Region = "es-es"
+    """Region in DuckDuckGo's `kl` form, country-language (es-es, mx-es, es-ca, us-en);
+    DuckDuckGo receives it as is and Brave derives country and language from it."""
+    safe_search: SafeSearch = "moderate"
+    """Safe-search level on every provider (DuckDuckGo's `kp`, Brave's `safesearch`). A family
+    uses it: moderate by default."""
+    time_filter: TimeFilter | None = None
+    """Only pages from the last day/week/month/year (DuckDuckGo's `df`, Brave's `freshness`).
+    None: any time."""
+    max_results: MaxResults = 10
+    """Results returned per search (Brave accepts at most 20)."""
+    cooldown_s: float = Field(default=600.0, ge=0)
+    """After a provider answers rate-limited or blocked it is skipped for this many seconds, also
+    across CLI runs (0: never skipped)."""
+    state_file: str | None = None
+    """Where the cool-downs are remembered. None: $XDG_CACHE_HOME/enlace/search-state.json
+    (~/.cache/enlace/... when unset). A corrupt or unwritable file never stops a search."""
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    """Timeouts, size cap and redirects for every provider."""
+    duckduckgo: DuckDuckGoConfig = Field(default_factory=DuckDuckGoConfig)
+    """DuckDuckGo Lite (no key needed)."""
+    brave: BraveConfig = Field(default_factory=BraveConfig)
+    """Brave Search API (needs BRAVE_SEARCH_API_KEY)."""
 
     @model_validator(mode="after")
     def _providers_once(self) -> "SearchConfig":
@@ -164,68 +122,43 @@ class PersonConfig(StrictModel):
     """One member of the family on the web page: a name and, where the page needs one, the
     environment variable that holds their access token (never the token itself)."""
 
-    name: str = Field(
-        min_length=1,
-        max_length=40,
-        pattern=r"^[^\x00-\x1f<>&\"']+$",
-        description="The name shown on the page and the owner of a history (no markup).",
-    )
-    token_env: str | None = Field(
-        default=None,
-        pattern=ENV_NAME_PATTERN,
-        description="Environment variable holding this person's access token (at least "
-        "`min_token_chars` characters). Required when the page listens beyond this machine; on "
-        "127.0.0.1 a person without one signs in by name alone.",
-    )
+    name: str = Field(min_length=1, max_length=40, pattern=r"^[^\x00-\x1f<>&\"']+$")
+    """The name shown on the page and the owner of a history (no markup)."""
+    token_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    """Environment variable holding this person's access token (at least `min_token_chars`
+    characters). Required when the page listens beyond this machine; on 127.0.0.1 a person
+    without one signs in by name alone."""
 
 
 class WebConfig(StrictModel):
     """The family web page (`enlace-assistant serve`): where it listens, who may use it, where the
     histories live and the limits of a request."""
 
-    host: str = Field(
-        default="127.0.0.1",
-        min_length=1,
-        description="Address to listen on. 127.0.0.1 (the default): only this machine. Any other "
-        "address (0.0.0.0, the server's LAN address) requires a token_env for every person.",
-    )
-    port: int = Field(default=8765, ge=1, le=65535, description="TCP port to listen on.")
-    people: list[PersonConfig] = Field(
-        default_factory=lambda: [],
-        description="The family members, each with their own history (at least one to serve).",
-    )
-    database: str | None = Field(
-        default=None,
-        description="SQLite file of the histories. None: $XDG_DATA_HOME/enlace/web.sqlite3 "
-        "(~/.local/share/enlace/web.sqlite3).",
-    )
-    min_token_chars: int = Field(
-        default=16, ge=8, le=512, description="Shortest access token accepted at start-up."
-    )
-    session_days: float = Field(
-        default=30.0, gt=0, le=400, description="How long a sign-in lasts (cookie and server)."
-    )
-    max_message_chars: int = Field(
-        default=4000, ge=1, le=100_000, description="Longest question the page accepts."
-    )
-    max_body_bytes: int = Field(
-        default=32_768,
-        ge=1024,
-        le=1_048_576,
-        description="Largest request body accepted (bigger ones get 413 before being read).",
-    )
-    max_conversations_listed: int = Field(
-        default=50, ge=1, le=1000, description="Past conversations listed on the page."
-    )
-    keepalive_s: PositiveFloat = Field(
-        default=10.0,
-        description="Seconds between two signs of life on an answer's event stream.",
-    )
-    stall_timeout_s: PositiveFloat = Field(
-        default=60.0,
-        description="The page tells the family the assistant is not answering after this many "
-        "seconds without any news on the event stream (signs of life included).",
-    )
+    host: str = Field(default="127.0.0.1", min_length=1)
+    """Address to listen on. 127.0.0.1 (the default): only this machine. Any other address
+    (0.0.0.0, the server's LAN address) requires a token_env for every person."""
+    port: int = Field(default=8765, ge=1, le=65535)
+    """TCP port to listen on."""
+    people: list[PersonConfig] = Field(default_factory=lambda: [])
+    """The family members, each with their own history (at least one to serve)."""
+    database: str | None = None
+    """SQLite file of the histories. None: $XDG_DATA_HOME/enlace/web.sqlite3
+    (~/.local/share/enlace/web.sqlite3)."""
+    min_token_chars: int = Field(default=16, ge=8, le=512)
+    """Shortest access token accepted at start-up."""
+    session_days: float = Field(default=30.0, gt=0, le=400)
+    """How long a sign-in lasts (cookie and server)."""
+    max_message_chars: int = Field(default=4000, ge=1, le=100_000)
+    """Longest question the page accepts."""
+    max_body_bytes: int = Field(default=32_768, ge=1024, le=1_048_576)
+    """Largest request body accepted (bigger ones get 413 before being read)."""
+    max_conversations_listed: int = Field(default=50, ge=1, le=1000)
+    """Past conversations listed on the page."""
+    keepalive_s: PositiveFloat = 10.0
+    """Seconds between two signs of life on an answer's event stream."""
+    stall_timeout_s: PositiveFloat = 60.0
+    """The page tells the family the assistant is not answering after this many seconds without
+    any news on the event stream (signs of life included)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "WebConfig":
@@ -263,66 +196,41 @@ class AssistantConfig(StrictModel):
     the limits of one turn. The model's API key is never part of this schema: it is read from the
     environment variable named by `api_key_env`."""
 
-    base_url: str = Field(
-        default="http://127.0.0.1:8080/v1",
-        pattern=HTTP_URL_PATTERN,
-        description="Base URL of an OpenAI-compatible server (llama.cpp's llama-server, "
-        "llama-cpp-python, Ollama's /v1, vLLM); /chat/completions is appended.",
-    )
-    model: str = Field(
-        default="enlace-chat",
-        min_length=1,
-        description="Model name sent in every request (the server's GET /models lists them).",
-    )
-    api_key_env: str = Field(
-        default="ENLACE_MODEL_API_KEY",
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="Environment variable holding the server's API key, for servers that want "
-        "one (sent as a Bearer token; unset: no key is sent).",
-    )
-    stream: bool = Field(
-        default=True, description="Ask for a streamed answer (server-sent events)."
-    )
-    temperature: float = Field(default=0.3, ge=0, le=2, description="Sampling temperature.")
-    top_p: float = Field(default=0.95, gt=0, le=1, description="Nucleus sampling threshold.")
-    max_tokens: PositiveInt = Field(
-        default=1024, description="Most tokens the model may write in one answer."
-    )
-    max_tool_rounds: int = Field(
-        default=3,
-        ge=0,
-        le=20,
-        description="Rounds of tool calls allowed in one turn; a model that asks for more is "
-        "stopped and the family is told so (0: no tools offered).",
-    )
-    time_budget_s: PositiveFloat = Field(
-        default=180.0,
-        description="Hard deadline in seconds for a whole turn (model answers and searches "
-        "included); a slower turn stops and says so.",
-    )
-    connect_timeout_s: PositiveFloat = Field(
-        default=5.0, description="Seconds allowed to connect to the model server."
-    )
-    read_timeout_s: PositiveFloat = Field(
-        default=60.0,
-        description="Seconds allowed between two pieces of the model's answer (the first one "
-        "included: a large prompt takes a while to read).",
-    )
-    system_prompt: str | None = Field(
-        default=None,
-        min_length=1,
-        description="Replaces the Spanish default system prompt; `{fecha}` in it becomes today's "
-        "date in Spanish. None: the default prompt.",
-    )
-    search_config: str | None = Field(
-        default=None,
-        description="The search settings file for the assistant's search tool. None: the "
-        "user's search.yaml, or the search defaults.",
-    )
-    web: WebConfig = Field(
-        default_factory=WebConfig,
-        description="The family web page served by `enlace-assistant serve`.",
-    )
+    base_url: str = Field(default="http://127.0.0.1:8080/v1", pattern=HTTP_URL_PATTERN)
+    """Base URL of an OpenAI-compatible server (llama.cpp's llama-server, llama-cpp-python,
+    Ollama's /v1, vLLM); /chat/completions is appended."""
+    model: str = Field(default="enlace-chat", min_length=1)
+    """Model name sent in every request (the server's GET /models lists them)."""
+    api_key_env: str = Field(default="ENLACE_MODEL_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Environment variable holding the server's API key, for servers that want one (sent as a
+    Bearer token; unset: no key is sent)."""
+    stream: bool = True
+    """Ask for a streamed answer (server-sent events)."""
+    temperature: float = Field(default=0.3, ge=0, le=2)
+    """Sampling temperature."""
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    """Nucleus sampling threshold."""
+    max_tokens: PositiveInt = 1024
+    """Most tokens the model may write in one answer."""
+    max_tool_rounds: int = Field(default=3, ge=0, le=20)
+    """Rounds of tool calls allowed in one turn; a model that asks for more is stopped and the
+    family is told so (0: no tools offered)."""
+    time_budget_s: PositiveFloat = 180.0
+    """Hard deadline in seconds for a whole turn (model answers and searches included); a slower
+    turn stops and says so."""
+    connect_timeout_s: PositiveFloat = 5.0
+    """Seconds allowed to connect to the model server."""
+    read_timeout_s: PositiveFloat = 60.0
+    """Seconds allowed between two pieces of the model's answer (the first one included: a large
+    prompt takes a while to read)."""
+    system_prompt: str | None = Field(default=None, min_length=1)
+    """Replaces the Spanish default system prompt; `{fecha}` in it becomes today's date in
+    Spanish. None: the default prompt."""
+    search_config: str | None = None
+    """The search settings file for the assistant's search tool. None: the user's search.yaml, or
+    the search defaults."""
+    web: WebConfig = Field(default_factory=WebConfig)
+    """The family web page served by `enlace-assistant serve`."""
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "AssistantConfig":

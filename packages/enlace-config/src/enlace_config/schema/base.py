@@ -14,10 +14,18 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors, assignments are validated, NaN and infinity are refused."""
+    """Unknown keys are errors, assignments are validated, NaN and infinity are refused.
+
+    A field's docstring is its description (`enlace-config keys` prints it): defaults stay readable
+    at a glance, and the help still has one home.
+    """
 
     model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False, strict=True
+        extra="forbid",
+        validate_assignment=True,
+        allow_inf_nan=False,
+        strict=True,
+        use_attribute_docstrings=True,
     )
 
 

@@ -9,62 +9,41 @@ from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class DataConfig(StrictModel):
-    kind: Literal["bytes", "shards", "chat"] = Field(
-        ...,
-        description="bytes: UTF-8 text, vocab 256. shards: uint16 tokens. chat: conversations "
-        "(JSONL with OpenAI-style messages), rendered in Enlace's chat format.",
-    )
-    path: str = Field(
-        ...,
-        min_length=1,
-        description="bytes: a directory holding train.txt and val.txt. shards: a directory of "
-        "shards with their manifest. chat: a directory holding train.jsonl and val.jsonl. "
-        "Relative paths are read from the working directory.",
-    )
-    fallback: Literal["none", "builtin"] = Field(
-        "none",
-        description="bytes and chat: when `path` does not exist, train on the public-domain "
-        "books (bytes) or the conversation set (chat) built into enlace-data; the log says which.",
-    )
-    context_length: PositiveInt = Field(..., description="Tokens per training sequence.")
-    eval_batches: PositiveInt = Field(
-        20, le=100_000, description="Validation micro-batches per evaluation."
-    )
-    tokenizer: str = Field(
-        "bytes",
-        min_length=1,
-        description="chat only: 'bytes' (the byte tokenizer with its special tokens) or a "
-        "directory holding the run's tokenizer.model.",
-    )
-    overflow: Literal["truncate", "drop"] = Field(
-        "drop",
-        description="chat only: a conversation longer than context_length + 1 tokens is cut to "
-        "fit (truncate) or left out (drop); either way it is counted in the log.",
-    )
-    builtin_conversations: PositiveInt = Field(
-        4000,
-        description="chat with the built-in set: conversations generated for train (val gets "
-        "a tenth as many, from held-out slot values).",
-    )
-    chat_eval_conversations: PositiveInt = Field(
-        64,
-        description="chat only: held-out conversations replayed at each evaluation to measure "
-        "turn endings and tool calls (greedy replies to their first user turn).",
-    )
-    chat_eval_max_tokens: PositiveInt = Field(
-        200, description="chat only: most tokens generated per evaluated reply."
-    )
-    eval_text_files: list[str] = Field(
-        default_factory=list,
-        description="UTF-8 text files held out from training, scored at every evaluation in bits "
-        "per byte (sliding window, as `enlace-train eval`) and logged as val_text_bpb: a figure "
-        "that compares across tokenizers. Relative paths are read from the working directory.",
-    )
-    eval_text_stride: PositiveInt | None = Field(
-        None,
-        description="Tokens between the sliding windows of eval_text_files (None: half the "
-        "context; smaller gives every token more context and costs more).",
-    )
+    kind: Literal["bytes", "shards", "chat"]
+    """bytes: UTF-8 text, vocab 256. shards: uint16 tokens. chat: conversations (JSONL with
+    OpenAI-style messages), rendered in Enlace's chat format."""
+    path: str = Field(..., min_length=1)
+    """bytes: a directory holding train.txt and val.txt. shards: a directory of shards with their
+    manifest. chat: a directory holding train.jsonl and val.jsonl. Relative paths are read from
+    the working directory."""
+    fallback: Literal["none", "builtin"] = "none"
+    """bytes and chat: when `path` does not exist, train on the public-domain books (bytes) or
+    the conversation set (chat) built into enlace-data; the log says which."""
+    context_length: PositiveInt
+    """Tokens per training sequence."""
+    eval_batches: PositiveInt = Field(20, le=100_000)
+    """Validation micro-batches per evaluation."""
+    tokenizer: str = Field("bytes", min_length=1)
+    """chat only: 'bytes' (the byte tokenizer with its special tokens) or a directory holding the
+    run's tokenizer.model."""
+    overflow: Literal["truncate", "drop"] = "drop"
+    """chat only: a conversation longer than context_length + 1 tokens is cut to fit (truncate)
+    or left out (drop); either way it is counted in the log."""
+    builtin_conversations: PositiveInt = 4000
+    """chat with the built-in set: conversations generated for train (val gets a tenth as many,
+    from held-out slot values)."""
+    chat_eval_conversations: PositiveInt = 64
+    """chat only: held-out conversations replayed at each evaluation to measure turn endings and
+    tool calls (greedy replies to their first user turn)."""
+    chat_eval_max_tokens: PositiveInt = 200
+    """chat only: most tokens generated per evaluated reply."""
+    eval_text_files: list[str] = Field(default_factory=list)
+    """UTF-8 text files held out from training, scored at every evaluation in bits per byte
+    (sliding window, as `enlace-train eval`) and logged as val_text_bpb: a figure that compares
+    across tokenizers. Relative paths are read from the working directory."""
+    eval_text_stride: PositiveInt | None = None
+    """Tokens between the sliding windows of eval_text_files (None: half the context; smaller
+    gives every token more context and costs more)."""
 
     @model_validator(mode="after")
     def _fallback_only_for_bytes(self) -> "DataConfig":

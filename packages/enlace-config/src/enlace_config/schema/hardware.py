@@ -8,53 +8,40 @@ from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class HardwareConfig(StrictModel):
-    name: str = Field("cpu", description="Human-readable name of the board this profile is for.")
-    device: Literal["cpu", "cuda"] = Field("cpu", description="Where training runs.")
-    dtype: Literal["float32", "float16", "bfloat16"] = Field(
-        "float32", description="Compute precision (autocast); weights stay float32."
-    )
-    loss_scaling: bool = Field(
-        False, description="Use a GradScaler (dynamic loss scaling). Required for float16."
-    )
-    grad_scaler_init_scale: PositiveFloat = Field(2.0**16, description="GradScaler initial scale.")
-    grad_scaler_growth_interval: PositiveInt = Field(
-        2000, description="GradScaler: steps without inf/nan before the scale grows."
-    )
-    attention: Literal["flash", "mem_efficient", "math", "auto"] = Field(
-        "auto", description="Scaled-dot-product attention backend, enforced (no silent fallback)."
-    )
-    micro_batch_size: PositiveInt = Field(
-        ..., le=65536, description="Sequences per forward/backward pass on one device."
-    )
-    compile: bool = Field(False, description="Wrap the model in torch.compile.")
-    peak_flops: PositiveFloat | None = Field(
-        None, description="The board's peak FLOP/s at this dtype, for MFU. None: MFU not reported."
-    )
-    num_threads: PositiveInt | None = Field(
-        None,
-        le=1024,
-        description="CPU threads for torch (None: torch's default). Part of exactness.",
-    )
-    openmp_spin_count: NonNegativeInt = Field(
-        0,
-        description="CPU runs: how long an idle OpenMP thread spins before it sleeps (libgomp's "
-        "GOMP_SPINCOUNT, set by enlace-train before torch loads; an exported GOMP_SPINCOUNT or "
-        "OMP_WAIT_POLICY wins). 0 sleeps at once: safest when other jobs share the cores.",
-    )
-    compute_capability: list[NonNegativeInt] | None = Field(
-        None,
-        min_length=2,
-        max_length=2,
-        description="CUDA only: the compute capability [major, minor] of the board this profile "
-        "is sized for (micro-batch, peak_flops). Another board is refused at start-up unless "
-        "allow_other_board is true. None: any board.",
-    )
-    allow_other_board: bool = Field(
-        False,
-        description="Run this profile on a board whose compute capability is not the profile's "
-        "compute_capability (e.g. the 2060 profile's float16 path on a bigger GPU for a test). "
-        "Dtype and kernel checks still apply; micro_batch_size and peak_flops stay the profile's.",
-    )
+    name: str = "cpu"
+    """Human-readable name of the board this profile is for."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where training runs."""
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    """Compute precision (autocast); weights stay float32."""
+    loss_scaling: bool = False
+    """Use a GradScaler (dynamic loss scaling). Required for float16."""
+    grad_scaler_init_scale: PositiveFloat = 2.0**16
+    """GradScaler initial scale."""
+    grad_scaler_growth_interval: PositiveInt = 2000
+    """GradScaler: steps without inf/nan before the scale grows."""
+    attention: Literal["flash", "mem_efficient", "math", "auto"] = "auto"
+    """Scaled-dot-product attention backend, enforced (no silent fallback)."""
+    micro_batch_size: PositiveInt = Field(..., le=65536)
+    """Sequences per forward/backward pass on one device."""
+    compile: bool = False
+    """Wrap the model in torch.compile."""
+    peak_flops: PositiveFloat | None = None
+    """The board's peak FLOP/s at this dtype, for MFU. None: MFU not reported."""
+    num_threads: PositiveInt | None = Field(None, le=1024)
+    """CPU threads for torch (None: torch's default). Part of exactness."""
+    openmp_spin_count: NonNegativeInt = 0
+    """CPU runs: how long an idle OpenMP thread spins before it sleeps (libgomp's GOMP_SPINCOUNT,
+    set by enlace-train before torch loads; an exported GOMP_SPINCOUNT or OMP_WAIT_POLICY wins).
+    0 sleeps at once: safest when other jobs share the cores."""
+    compute_capability: list[NonNegativeInt] | None = Field(None, min_length=2, max_length=2)
+    """CUDA only: the compute capability [major, minor] of the board this profile is sized for
+    (micro-batch, peak_flops). Another board is refused at start-up unless allow_other_board is
+    true. None: any board."""
+    allow_other_board: bool = False
+    """Run this profile on a board whose compute capability is not the profile's
+    compute_capability (e.g. the 2060 profile's float16 path on a bigger GPU for a test). Dtype
+    and kernel checks still apply; micro_batch_size and peak_flops stay the profile's."""
 
     @model_validator(mode="after")
     def _float16_needs_loss_scaling(self) -> "HardwareConfig":

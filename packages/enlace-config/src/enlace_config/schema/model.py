@@ -8,24 +8,30 @@ from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 class ModelConfig(StrictModel):
     # The upper bounds are far beyond any model this project trains, and refuse at start-up what
     # would otherwise fail deep inside torch (a typo such as an extra zero or two).
-    vocab_size: PositiveInt = Field(
-        ..., le=2**20, description="Number of token ids (256 for byte-level)."
-    )
-    context_length: PositiveInt = Field(
-        ..., le=2**20, description="Longest sequence the model attends over."
-    )
-    d_model: PositiveInt = Field(..., le=65536, description="Width of the residual stream.")
-    n_layers: PositiveInt = Field(..., le=1024, description="Number of transformer blocks.")
-    n_heads: PositiveInt = Field(..., le=1024, description="Query heads per attention layer.")
-    n_kv_heads: PositiveInt = Field(
-        ..., le=1024, description="Key/value heads (grouped-query attention)."
-    )
-    ffn_hidden: PositiveInt = Field(..., le=2**18, description="Hidden width of the SwiGLU MLP.")
-    rope_theta: PositiveFloat = Field(10000.0, description="Rotary embedding base.")
-    norm_eps: PositiveFloat = Field(1e-6, description="RMSNorm epsilon.")
-    qk_norm: bool = Field(True, description="RMSNorm over q and k per head, before the rotation.")
-    tie_embeddings: bool = Field(True, description="Share the token embedding and the LM head.")
-    init_std: PositiveFloat = Field(0.02, description="Std of the normal initialisation.")
+    vocab_size: PositiveInt = Field(..., le=2**20)
+    """Number of token ids (256 for byte-level)."""
+    context_length: PositiveInt = Field(..., le=2**20)
+    """Longest sequence the model attends over."""
+    d_model: PositiveInt = Field(..., le=65536)
+    """Width of the residual stream."""
+    n_layers: PositiveInt = Field(..., le=1024)
+    """Number of transformer blocks."""
+    n_heads: PositiveInt = Field(..., le=1024)
+    """Query heads per attention layer."""
+    n_kv_heads: PositiveInt = Field(..., le=1024)
+    """Key/value heads (grouped-query attention)."""
+    ffn_hidden: PositiveInt = Field(..., le=2**18)
+    """Hidden width of the SwiGLU MLP."""
+    rope_theta: PositiveFloat = 10000.0
+    """Rotary embedding base."""
+    norm_eps: PositiveFloat = 1e-6
+    """RMSNorm epsilon."""
+    qk_norm: bool = True
+    """RMSNorm over q and k per head, before the rotation."""
+    tie_embeddings: bool = True
+    """Share the token embedding and the LM head."""
+    init_std: PositiveFloat = 0.02
+    """Std of the normal initialisation."""
 
     @property
     def head_dim(self) -> int:

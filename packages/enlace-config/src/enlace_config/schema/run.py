@@ -36,17 +36,11 @@ def batch_split_problems(
 
 
 class RunSection(StrictModel):
-    name: str = Field(
-        ...,
-        description="Names the run's directory and tmux session (default: the run file's stem). "
-        "Letters, digits, '.', '_' and '-' only.",
-    )
-    out_dir: str = Field(
-        ...,
-        min_length=1,
-        description="Where checkpoints and metrics go (default runs/<name>, relative to the "
-        "working directory).",
-    )
+    name: str
+    """Names the run's directory and tmux session (default: the run file's stem). Letters,
+    digits, '.', '_' and '-' only."""
+    out_dir: str = Field(..., min_length=1)
+    """Where checkpoints and metrics go (default runs/<name>, relative to the working directory)."""
 
     @field_validator("name")
     @classmethod
@@ -60,11 +54,16 @@ class RunSection(StrictModel):
 
 
 class RunConfig(StrictModel):
-    run: RunSection = Field(..., description="The run's name and output directory.")
-    hardware: HardwareConfig = Field(..., description="Board, precision, kernels, micro-batch.")
-    model: ModelConfig = Field(..., description="The transformer's shape.")
-    train: TrainConfig = Field(..., description="Optimizer, schedule, batch, intervals, seed.")
-    data: DataConfig = Field(..., description="What the model reads.")
+    run: RunSection
+    """The run's name and output directory."""
+    hardware: HardwareConfig
+    """Board, precision, kernels, micro-batch."""
+    model: ModelConfig
+    """The transformer's shape."""
+    train: TrainConfig
+    """Optimizer, schedule, batch, intervals, seed."""
+    data: DataConfig
+    """What the model reads."""
 
     def grad_accumulation_steps(self, world_size: int = 1) -> int:
         """Micro-steps per optimizer step: global batch / (micro-batch x world size).

@@ -15,85 +15,72 @@ from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
 
 
 class TrainConfig(StrictModel):
-    seed: int = Field(
-        1337,
-        ge=0,
-        le=2**63 - 1,
-        description="Seeds model init, data order and sampling (0 .. 2**63-1: numpy wants it >= 0, "
-        "torch.manual_seed a 64-bit integer).",
-    )
-    max_steps: PositiveInt = Field(..., description="Optimizer steps in the whole run.")
-    global_batch_size: PositiveInt = Field(
-        ...,
-        description="Sequences per optimizer step, over all devices. Gradient accumulation is "
-        "derived: global_batch_size / (hardware.micro_batch_size * world size).",
-    )
-    lr: float = Field(
-        ...,
-        gt=0,
-        le=1,
-        description="Peak learning rate (the WSD plateau). Above 1 is surely a typo (3 for 3e-3).",
-    )
-    min_lr: NonNegativeFloat = Field(0.0, description="Learning rate at the end of the decay.")
-    warmup_steps: NonNegativeInt = Field(0, description="Linear warmup steps from 0 to lr.")
-    decay_steps: NonNegativeInt = Field(
-        0, description="Steps of the final decay from lr to min_lr (the 'D' of WSD)."
-    )
-    decay_shape: Literal["linear", "cosine", "1-sqrt"] = Field(
-        "linear", description="Shape of the decay phase."
-    )
-    optimizer: Literal["adamw", "muon"] = Field(
-        "adamw",
-        description="adamw: AdamW for every parameter. muon: Muon (orthogonalised momentum) for the "
-        "hidden weight matrices, AdamW for embeddings, head, norms and gains.",
-    )
-    muon_lr: PositiveFloat = Field(
-        0.02,
-        description="optimizer=muon: peak learning rate of the hidden matrices (lr is AdamW's).",
-    )
-    muon_momentum: float = Field(0.95, gt=0, lt=1, description="optimizer=muon: Nesterov momentum.")
-    muon_ns_steps: PositiveInt = Field(
-        5, le=20, description="optimizer=muon: Newton-Schulz iterations per update."
-    )
-    weight_decay: NonNegativeFloat = Field(0.1, description="AdamW weight decay (matrices only).")
-    decay_embeddings: bool = Field(False, description="Apply weight decay to the embedding too.")
-    beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1.")
-    beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2.")
-    eps: PositiveFloat = Field(1e-8, description="AdamW epsilon.")
-    grad_clip: NonNegativeFloat = Field(
-        1.0, description="Max global gradient norm (0: no clipping)."
-    )
-    z_loss_weight: NonNegativeFloat = Field(1e-4, description="Weight of the z-loss term.")
-    log_every: PositiveInt = Field(10, description="Steps between log lines / metrics rows.")
-    eval_every: PositiveInt = Field(100, description="Steps between validation evaluations.")
-    checkpoint_every: PositiveInt = Field(500, description="Steps between checkpoints.")
-    keep_checkpoints: PositiveInt = Field(3, description="How many recent checkpoints to keep.")
-    init_from: str | None = Field(
-        None, description="Start a new run from this checkpoint's weights (not an exact resume)."
-    )
-    init_optimizer: bool = Field(
-        False, description="With init_from: also take the checkpoint's optimizer state."
-    )
-    parallelism: Literal["ddp", "fsdp"] = Field(
-        "ddp", description="Under torchrun: data parallel (ddp) or sharded (fsdp, FSDP2)."
-    )
-    on_corrupt_checkpoints: Literal["stop", "restart"] = Field(
-        "stop",
-        description="When the run directory holds checkpoints and none of them can be resumed "
-        "(damaged, incomplete, not this model's): stop and list them (stop), or start the run "
-        "over from step 0 (restart), moving them and metrics.jsonl to checkpoints/corrupt/.",
-    )
-    max_skipped_steps_in_a_row: PositiveInt = Field(
-        50,
-        description="float16 with a GradScaler: optimizer steps skipped for inf/nan gradients are "
-        "expected now and then; this many in a row stops the run (it is diverging). In float32 "
-        "and bfloat16 the first non-finite loss or gradient stops it.",
-    )
-    allow_thread_change: bool = Field(
-        False,
-        description="On resume, accept a CPU thread count different from the checkpoint's. "
-        "Thread count changes floating-point sums: the resumed run is no longer bit-exact.",
-    )
+    seed: int = Field(1337, ge=0, le=2**63 - 1)
+    """Seeds model init, data order and sampling (0 .. 2**63-1: numpy wants it >= 0,
+    torch.manual_seed a 64-bit integer)."""
+    max_steps: PositiveInt
+    """Optimizer steps in the whole run."""
+    global_batch_size: PositiveInt
+    """Sequences per optimizer step, over all devices. Gradient accumulation is derived:
+    global_batch_size / (hardware.micro_batch_size * world size)."""
+    lr: float = Field(..., gt=0, le=1)
+    """Peak learning rate (the WSD plateau). Above 1 is surely a typo (3 for 3e-3)."""
+    min_lr: NonNegativeFloat = 0.0
+    """Learning rate at the end of the decay."""
+    warmup_steps: NonNegativeInt = 0
+    """Linear warmup steps from 0 to lr."""
+    decay_steps: NonNegativeInt = 0
+    """Steps of the final decay from lr to min_lr (the 'D' of WSD)."""
+    decay_shape: Literal["linear", "cosine", "1-sqrt"] = "linear"
+    """Shape of the decay phase."""
+    optimizer: Literal["adamw", "muon"] = "adamw"
+    """adamw: AdamW for every parameter. muon: Muon (orthogonalised momentum) for the hidden
+    weight matrices, AdamW for embeddings, head, norms and gains."""
+    muon_lr: PositiveFloat = 0.02
+    """optimizer=muon: peak learning rate of the hidden matrices (lr is AdamW's)."""
+    muon_momentum: float = Field(0.95, gt=0, lt=1)
+    """optimizer=muon: Nesterov momentum."""
+    muon_ns_steps: PositiveInt = Field(5, le=20)
+    """optimizer=muon: Newton-Schulz iterations per update."""
+    weight_decay: NonNegativeFloat = 0.1
+    """AdamW weight decay (matrices only)."""
+    decay_embeddings: bool = False
+    """Apply weight decay to the embedding too."""
+    beta1: float = Field(0.9, gt=0, lt=1)
+    """AdamW beta1."""
+    beta2: float = Field(0.95, gt=0, lt=1)
+    """AdamW beta2."""
+    eps: PositiveFloat = 1e-8
+    """AdamW epsilon."""
+    grad_clip: NonNegativeFloat = 1.0
+    """Max global gradient norm (0: no clipping)."""
+    z_loss_weight: NonNegativeFloat = 1e-4
+    """Weight of the z-loss term."""
+    log_every: PositiveInt = 10
+    """Steps between log lines / metrics rows."""
+    eval_every: PositiveInt = 100
+    """Steps between validation evaluations."""
+    checkpoint_every: PositiveInt = 500
+    """Steps between checkpoints."""
+    keep_checkpoints: PositiveInt = 3
+    """How many recent checkpoints to keep."""
+    init_from: str | None = None
+    """Start a new run from this checkpoint's weights (not an exact resume)."""
+    init_optimizer: bool = False
+    """With init_from: also take the checkpoint's optimizer state."""
+    parallelism: Literal["ddp", "fsdp"] = "ddp"
+    """Under torchrun: data parallel (ddp) or sharded (fsdp, FSDP2)."""
+    on_corrupt_checkpoints: Literal["stop", "restart"] = "stop"
+    """When the run directory holds checkpoints and none of them can be resumed (damaged,
+    incomplete, not this model's): stop and list them (stop), or start the run over from step 0
+    (restart), moving them and metrics.jsonl to checkpoints/corrupt/."""
+    max_skipped_steps_in_a_row: PositiveInt = 50
+    """float16 with a GradScaler: optimizer steps skipped for inf/nan gradients are expected now
+    and then; this many in a row stops the run (it is diverging). In float32 and bfloat16 the
+    first non-finite loss or gradient stops it."""
+    allow_thread_change: bool = False
+    """On resume, accept a CPU thread count different from the checkpoint's. Thread count changes
+    floating-point sums: the resumed run is no longer bit-exact."""
 
     @model_validator(mode="after")
     def _schedule_fits(self) -> "TrainConfig":
