@@ -6,27 +6,24 @@ empty file, or no file at all, is the shipped chain: DuckDuckGo Lite first, Brav
 Secrets are never part of this schema: the Brave key comes only from the environment.
 """
 
-from typing import Annotated, Literal
+from collections.abc import Iterator
+from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt
 
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from enlace_config.schema.base import FieldProblem, StrictModel, repeated
 
 ProviderName = Literal["duckduckgo", "brave"]
 SafeSearch = Literal["strict", "moderate", "off"]
 TimeFilter = Literal["day", "week", "month", "year"]
 
-REGION_PATTERN = r"^[a-z]{2}-[a-z]{2,3}$"
-# The one home of these limits: the chain, the library and the CLIs validate through this schema.
-MaxResults = Annotated[int, Field(ge=1, le=20)]
-Region = Annotated[str, Field(pattern=REGION_PATTERN)]
 HTTP_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
 
 
-def _timeouts_within(config: StrictModel, limit: str) -> None:
+def _timeouts_over(config: StrictModel, limit: str) -> Iterator[FieldProblem]:
     """connect_timeout_s and read_timeout_s must not exceed the `limit` field."""
     bound: float = getattr(config, limit)
-    raise_problems(
+    return (
         FieldProblem(name, f"{name} ({value}) must not exceed {limit} ({bound})", related=(limit,))
         for name in ("connect_timeout_s", "read_timeout_s")
         if (value := getattr(config, name)) > bound
@@ -50,10 +47,8 @@ class HttpConfig(StrictModel):
     """User-Agent header sent to the providers. None: an honest 'enlace-agent/<version>' string
     naming the tool."""
 
-    @model_validator(mode="after")
-    def _timeouts_fit(self) -> "HttpConfig":
-        _timeouts_within(self, "total_timeout_s")
-        return self
+    def _problems(self) -> Iterator[FieldProblem]:
+        return _timeouts_over(self, "total_timeout_s")
 
 
 class DuckDuckGoConfig(StrictModel):
@@ -80,7 +75,7 @@ class SearchConfig(StrictModel):
     )
     """Providers in the order they are asked. A later one is asked only when the ones before it
     failed (an answer with zero results is an answer, not a failure)."""
-    region: Region = "es-es"
+    region: str = Field(default="es-es", pattern=r"^[a-z]{2}-[a-z]{2,3}$")
     """Region in DuckDuckGo's `kl` form, country-language (es-es, mx-es, es-ca, us-en);
     DuckDuckGo receives it as is and Brave derives country and language from it."""
     safe_search: SafeSearch = "moderate"
@@ -89,7 +84,7 @@ class SearchConfig(StrictModel):
     time_filter: TimeFilter | None = None
     """Only pages from the last day/week/month/year (DuckDuckGo's `df`, Brave's `freshness`).
     None: any time."""
-    max_results: MaxResults = 10
+    max_results: int = Field(default=10, ge=1, le=20)
     """Results returned per search (Brave accepts at most 20)."""
     cooldown_s: float = Field(default=600.0, ge=0)
     """After a provider answers rate-limited or blocked it is skipped for this many seconds, also
@@ -104,14 +99,9 @@ class SearchConfig(StrictModel):
     brave: BraveConfig = Field(default_factory=BraveConfig)
     """Brave Search API (needs BRAVE_SEARCH_API_KEY)."""
 
-    @model_validator(mode="after")
-    def _providers_once(self) -> "SearchConfig":
-        repeated = sorted({p for p in self.providers if self.providers.count(p) > 1})
-        if repeated:
-            raise_problems(
-                [FieldProblem("providers", f"lists {', '.join(repeated)} more than once")]
-            )
-        return self
+    def _problems(self) -> Iterator[FieldProblem]:
+        if names := repeated(self.providers):
+            yield FieldProblem("providers", f"lists {', '.join(names)} more than once")
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
@@ -160,24 +150,18 @@ class WebConfig(StrictModel):
     """The page tells the family the assistant is not answering after this many seconds without
     any news on the event stream (signs of life included)."""
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "WebConfig":
-        problems: list[FieldProblem] = []
+    def _problems(self) -> Iterator[FieldProblem]:
         if self.keepalive_s >= self.stall_timeout_s:
-            problems.append(
-                FieldProblem(
-                    "keepalive_s",
-                    f"keepalive_s ({self.keepalive_s}) must be below stall_timeout_s "
-                    f"({self.stall_timeout_s}), or a healthy stream would look stalled",
-                    related=("stall_timeout_s",),
-                )
+            yield FieldProblem(
+                "keepalive_s",
+                f"keepalive_s ({self.keepalive_s}) must be below stall_timeout_s "
+                f"({self.stall_timeout_s}), or a healthy stream would look stalled",
+                related=("stall_timeout_s",),
             )
-        names = [p.name.casefold() for p in self.people]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            problems.append(FieldProblem("people", f"names repeated: {', '.join(repeated)}"))
+        if names := repeated([p.name.casefold() for p in self.people]):
+            yield FieldProblem("people", f"names repeated: {', '.join(names)}")
         if self.host not in LOOPBACK_HOSTS:
-            problems.extend(
+            yield from (
                 FieldProblem(
                     f"people.{i}.token_env",
                     f"{p.name} has no token_env: listening on {self.host} (beyond this machine) "
@@ -187,8 +171,6 @@ class WebConfig(StrictModel):
                 for i, p in enumerate(self.people)
                 if p.token_env is None
             )
-        raise_problems(problems)
-        return self
 
 
 class AssistantConfig(StrictModel):
@@ -201,7 +183,7 @@ class AssistantConfig(StrictModel):
     Ollama's /v1, vLLM); /chat/completions is appended."""
     model: str = Field(default="enlace-chat", min_length=1)
     """Model name sent in every request (the server's GET /models lists them)."""
-    api_key_env: str = Field(default="ENLACE_MODEL_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_env: str = Field(default="ENLACE_MODEL_API_KEY", pattern=ENV_NAME_PATTERN)
     """Environment variable holding the server's API key, for servers that want one (sent as a
     Bearer token; unset: no key is sent)."""
     stream: bool = True
@@ -232,23 +214,5 @@ class AssistantConfig(StrictModel):
     web: WebConfig = Field(default_factory=WebConfig)
     """The family web page served by `enlace-assistant serve`."""
 
-    @model_validator(mode="after")
-    def _timeouts_fit(self) -> "AssistantConfig":
-        _timeouts_within(self, "time_budget_s")
-        return self
-
-
-__all__ = [
-    "AssistantConfig",
-    "BraveConfig",
-    "DuckDuckGoConfig",
-    "HttpConfig",
-    "MaxResults",
-    "PersonConfig",
-    "ProviderName",
-    "Region",
-    "SafeSearch",
-    "SearchConfig",
-    "TimeFilter",
-    "WebConfig",
-]
+    def _problems(self) -> Iterator[FieldProblem]:
+        return _timeouts_over(self, "time_budget_s")

@@ -1,16 +1,41 @@
 """What every schema shares: the strict base class and the way cross-field checks report problems.
 
-Cross-field checks (model validators) should raise `FieldProblems`, one `FieldProblem` per broken
-rule, each naming the key it is about (relative to the model that raises) and the other keys
-involved. The loader then reports every problem with its full dotted key and the file and line each
-involved value came from, instead of one sentence pinned on the whole section. A plain `ValueError`
-still works; it is reported against the section as a whole.
+A model with cross-field checks overrides `_problems` and yields one `FieldProblem` per broken rule,
+naming the key it is about (relative to the model) and the other keys involved; the loader reports
+each with its full dotted key and where every involved value was set. A plain `ValueError` raised
+by a validator still works; it is reported against the section as a whole.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+MAX_UINT16_VOCAB = 65536  # token ids in uint16 shards
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One broken cross-field rule: `key` is dotted and relative to the model whose validator
+    raises (`"n_heads"` in ModelConfig, `"train.global_batch_size"` in RunConfig)."""
+
+    key: str
+    message: str
+    related: tuple[str, ...] = ()
+
+
+class FieldProblems(ValueError):
+    """Raised by a model validator: every broken rule of that model at once."""
+
+    def __init__(self, problems: Iterable[FieldProblem]) -> None:
+        self.problems: tuple[FieldProblem, ...] = tuple(problems)
+        super().__init__("; ".join(f"{p.key}: {p.message}" for p in self.problems))
+
+
+def repeated(items: Sequence[str]) -> list[str]:
+    """The items that occur more than once, sorted."""
+    return sorted({item for item in items if items.count(item) > 1})
 
 
 class StrictModel(BaseModel):
@@ -28,31 +53,12 @@ class StrictModel(BaseModel):
         use_attribute_docstrings=True,
     )
 
+    def _problems(self) -> Iterable[FieldProblem]:
+        return ()
 
-@dataclass(frozen=True)
-class FieldProblem:
-    """One broken cross-field rule.
-
-    `key` is dotted and relative to the model whose validator raises (`"n_heads"` inside
-    ModelConfig, `"train.global_batch_size"` inside RunConfig); `related` are the other keys whose
-    values the rule involves, so that the message can say where each of them was set.
-    """
-
-    key: str
-    message: str
-    related: tuple[str, ...] = ()
-
-
-class FieldProblems(ValueError):
-    """Raised by a model validator: every broken rule of that model at once."""
-
-    def __init__(self, problems: Iterable[FieldProblem]) -> None:
-        self.problems: tuple[FieldProblem, ...] = tuple(problems)
-        super().__init__("; ".join(f"{p.key}: {p.message}" for p in self.problems))
-
-
-def raise_problems(problems: Iterable[FieldProblem]) -> None:
-    """Raise `FieldProblems` when there is at least one problem; do nothing otherwise."""
-    found = tuple(problems)
-    if found:
-        raise FieldProblems(found)
+    @model_validator(mode="after")
+    def _check_across_fields(self) -> Self:
+        problems = tuple(self._problems())
+        if problems:
+            raise FieldProblems(problems)
+        return self

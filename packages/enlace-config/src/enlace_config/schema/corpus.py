@@ -5,14 +5,14 @@ files without importing numpy or sentencepiece. Every threshold the pipeline app
 so a build is described completely by its file (the manifest records the resolved config).
 """
 
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from enlace_config.schema.base import MAX_UINT16_VOCAB, FieldProblem, StrictModel, repeated
 
 SOURCE_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
-MAX_UINT16_VOCAB = 65536
 
 
 class CorpusSource(StrictModel):
@@ -52,24 +52,16 @@ class CorpusSource(StrictModel):
     plus once more for a deterministic (hash-chosen) fraction weight - floor(weight) of
     documents. 1.0 writes each once; 0.5 keeps about half."""
 
-    @model_validator(mode="after")
-    def _kind_has_its_keys(self) -> "CorpusSource":
-        problems: list[FieldProblem] = []
+    def _problems(self) -> Iterator[FieldProblem]:
         if self.kind == "files" and self.path is None:
-            problems.append(FieldProblem("path", "a source of kind files needs a path"))
+            yield FieldProblem("path", "a source of kind files needs a path")
         if self.kind == "hub":
             if self.dataset is None:
-                problems.append(FieldProblem("dataset", "a source of kind hub needs a dataset id"))
+                yield FieldProblem("dataset", "a source of kind hub needs a dataset id")
             if self.path is not None:
-                problems.append(
-                    FieldProblem("path", "kind hub reads `dataset`, not a path", ("kind",))
-                )
+                yield FieldProblem("path", "kind hub reads `dataset`, not a path", ("kind",))
             if "{subset}" in self.files and self.subset is None:
-                problems.append(
-                    FieldProblem("subset", "`files` uses {subset}: set subset", ("files",))
-                )
-        raise_problems(problems)
-        return self
+                yield FieldProblem("subset", "`files` uses {subset}: set subset", ("files",))
 
 
 class LanguageIdConfig(StrictModel):
@@ -215,8 +207,6 @@ class CorpusConfig(StrictModel):
 
     @model_validator(mode="after")
     def _source_names_unique(self) -> "CorpusConfig":
-        names = [s.name for s in self.sources]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
+        if names := repeated([s.name for s in self.sources]):
+            raise ValueError(f"source names must be unique; repeated: {', '.join(names)}")
         return self

@@ -1,11 +1,12 @@
 """What the model reads: raw UTF-8 bytes (smoke runs), uint16 token shards (the real corpus), or
 conversations (chat fine-tuning)."""
 
+from collections.abc import Iterator
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt
 
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from enlace_config.schema.base import FieldProblem, StrictModel
 
 
 class DataConfig(StrictModel):
@@ -45,33 +46,19 @@ class DataConfig(StrictModel):
     """Tokens between the sliding windows of eval_text_files (None: half the context; smaller
     gives every token more context and costs more)."""
 
-    @model_validator(mode="after")
-    def _fallback_only_for_bytes(self) -> "DataConfig":
+    def _problems(self) -> Iterator[FieldProblem]:
         if self.kind == "shards" and self.fallback != "none":
-            raise_problems(
-                [
-                    FieldProblem(
-                        "fallback",
-                        "the built-in books are UTF-8 bytes; a shards run has no fallback "
-                        "(set fallback: none, or kind: bytes)",
-                        ("kind",),
-                    )
-                ]
+            yield FieldProblem(
+                "fallback",
+                "the built-in books are UTF-8 bytes; a shards run has no fallback (set fallback: "
+                "none, or kind: bytes)",
+                ("kind",),
             )
-        return self
-
-    @model_validator(mode="after")
-    def _stride_fits_the_window(self) -> "DataConfig":
         stride = self.eval_text_stride
         if stride is not None and stride > self.context_length:
-            raise_problems(
-                [
-                    FieldProblem(
-                        "eval_text_stride",
-                        f"{stride} is longer than the scoring window (context_length "
-                        f"{self.context_length}): bytes between windows would never be scored",
-                        ("context_length",),
-                    )
-                ]
+            yield FieldProblem(
+                "eval_text_stride",
+                f"{stride} is longer than the scoring window (context_length "
+                f"{self.context_length}): bytes between windows would never be scored",
+                ("context_length",),
             )
-        return self

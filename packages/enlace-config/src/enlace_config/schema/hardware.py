@@ -1,10 +1,11 @@
 """The hardware profile: which board, which precision, which attention kernel, how much per step."""
 
+from collections.abc import Iterator
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from enlace_config.schema.base import FieldProblem, StrictModel
 
 
 class HardwareConfig(StrictModel):
@@ -43,19 +44,13 @@ class HardwareConfig(StrictModel):
     compute_capability (e.g. the 2060 profile's float16 path on a bigger GPU for a test). Dtype
     and kernel checks still apply; micro_batch_size and peak_flops stay the profile's."""
 
-    @model_validator(mode="after")
-    def _float16_needs_loss_scaling(self) -> "HardwareConfig":
+    def _problems(self) -> Iterator[FieldProblem]:
         # loss_scaling with float32/bfloat16 is allowed and ignored by the trainer, so that an
         # override like `hardware.dtype=float32` on a float16 profile needs no second override.
         if self.dtype == "float16" and not self.loss_scaling:
-            raise_problems(
-                [
-                    FieldProblem(
-                        "loss_scaling",
-                        "dtype float16 needs loss_scaling: true (without a GradScaler small "
-                        "gradients underflow to zero in float16)",
-                        ("dtype",),
-                    )
-                ]
+            yield FieldProblem(
+                "loss_scaling",
+                "dtype float16 needs loss_scaling: true (without a GradScaler small gradients "
+                "underflow to zero in float16)",
+                ("dtype",),
             )
-        return self

@@ -1,8 +1,10 @@
 """The decoder-only transformer's shape. Names here are the names in checkpoints' model.json."""
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from collections.abc import Iterator
 
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from enlace_config.schema.base import FieldProblem, StrictModel
 
 
 class ModelConfig(StrictModel):
@@ -37,37 +39,26 @@ class ModelConfig(StrictModel):
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
 
-    @model_validator(mode="after")
-    def _heads_fit(self) -> "ModelConfig":
-        problems: list[FieldProblem] = []
+    def _problems(self) -> Iterator[FieldProblem]:
         if self.d_model % self.n_heads:
-            problems.append(
-                FieldProblem(
-                    "n_heads",
-                    f"{self.n_heads} heads do not divide d_model {self.d_model}: the head width "
-                    "d_model / n_heads must be a whole number",
-                    ("d_model",),
-                )
+            yield FieldProblem(
+                "n_heads",
+                f"{self.n_heads} heads do not divide d_model {self.d_model}: the head width "
+                "d_model / n_heads must be a whole number",
+                ("d_model",),
             )
         elif self.head_dim % 2:
-            problems.append(
-                FieldProblem(
-                    "n_heads",
-                    f"head dim d_model / n_heads = {self.d_model} / {self.n_heads} = "
-                    f"{self.head_dim} is odd; rotary embeddings (RoPE) rotate pairs of dimensions, so it "
-                    "must be even",
-                    ("d_model",),
-                )
+            yield FieldProblem(
+                "n_heads",
+                f"head dim d_model / n_heads = {self.d_model} / {self.n_heads} = {self.head_dim} "
+                "is odd; rotary embeddings (RoPE) rotate pairs of dimensions, so it must be even",
+                ("d_model",),
             )
         if self.n_heads % self.n_kv_heads:
-            problems.append(
-                FieldProblem(
-                    "n_kv_heads",
-                    f"{self.n_kv_heads} key/value heads do not divide n_heads {self.n_heads}: "
-                    "grouped-query attention shares each key/value head among a whole number of "
-                    "query heads",
-                    ("n_heads",),
-                )
+            yield FieldProblem(
+                "n_kv_heads",
+                f"{self.n_kv_heads} key/value heads do not divide n_heads {self.n_heads}: "
+                "grouped-query attention shares each key/value head among a whole number of "
+                "query heads",
+                ("n_heads",),
             )
-        raise_problems(problems)
-        return self

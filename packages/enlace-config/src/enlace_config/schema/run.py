@@ -1,12 +1,12 @@
 """The root of a run file: one section per component, and the checks that span sections."""
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from enlace_config.errors import ConfigError, Problem
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from enlace_config.schema.base import MAX_UINT16_VOCAB, FieldProblem, StrictModel
 from enlace_config.schema.data import DataConfig
 from enlace_config.schema.hardware import HardwareConfig
 from enlace_config.schema.model import ModelConfig
@@ -15,7 +15,6 @@ from enlace_config.schema.train import TrainConfig
 RUN_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 BYTE_VOCAB_SIZE = 256
 BYTE_CHAT_VOCAB_SIZE = 263  # enlace-data's ByteTokenizer: 256 bytes + 7 special tokens
-MAX_UINT16_VOCAB = 65536
 
 
 def batch_split_problems(
@@ -76,61 +75,49 @@ class RunConfig(StrictModel):
             raise ConfigError([Problem(p.message, key=p.key) for p in problems], subject)
         return self.train.global_batch_size // (self.hardware.micro_batch_size * world_size)
 
-    @model_validator(mode="after")
-    def _sections_agree(self) -> "RunConfig":
-        raise_problems(self.cross_section_problems(self.__dict__))
-        return self
+    def _problems(self) -> Iterator[FieldProblem]:
+        return self.cross_section_problems(self.__dict__)
 
     @classmethod
-    def cross_section_problems(cls, sections: Mapping[str, object]) -> list[FieldProblem]:
+    def cross_section_problems(cls, sections: Mapping[str, object]) -> Iterator[FieldProblem]:
         """The checks across sections, run on whichever sections are given and valid.
 
         The loader calls this with the sections that validated on their own when another section
         failed, so that a batch/micro-batch mismatch is reported together with, say, a bad head
         count, not one run later.
         """
-        problems: list[FieldProblem] = []
         hardware, train = sections.get("hardware"), sections.get("train")
         model, data = sections.get("model"), sections.get("data")
         if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
-            problems.extend(batch_split_problems(hardware, train))
+            yield from batch_split_problems(hardware, train)
         if isinstance(model, ModelConfig) and isinstance(data, DataConfig):
             vocab = model.vocab_size
             if data.kind == "bytes" and vocab < BYTE_VOCAB_SIZE:
-                problems.append(
-                    FieldProblem(
-                        "model.vocab_size",
-                        f"data.kind bytes feeds byte values 0..255, so the model needs vocab_size "
-                        f">= {BYTE_VOCAB_SIZE}, not {vocab} (ids above 255 are the chat tokens)",
-                        ("data.kind",),
-                    )
+                yield FieldProblem(
+                    "model.vocab_size",
+                    f"data.kind bytes feeds byte values 0..255, so the model needs vocab_size "
+                    f">= {BYTE_VOCAB_SIZE}, not {vocab} (ids above 255 are the chat tokens)",
+                    ("data.kind",),
                 )
             if data.kind == "chat" and data.tokenizer == "bytes" and vocab < BYTE_CHAT_VOCAB_SIZE:
-                problems.append(
-                    FieldProblem(
-                        "model.vocab_size",
-                        f"chat on the byte tokenizer uses ids up to {BYTE_CHAT_VOCAB_SIZE - 1} "
-                        f"(bytes and the chat tokens), so the model needs vocab_size >= "
-                        f"{BYTE_CHAT_VOCAB_SIZE}, not {vocab}",
-                        ("data.kind", "data.tokenizer"),
-                    )
+                yield FieldProblem(
+                    "model.vocab_size",
+                    f"chat on the byte tokenizer uses ids up to {BYTE_CHAT_VOCAB_SIZE - 1} "
+                    f"(bytes and the chat tokens), so the model needs vocab_size >= "
+                    f"{BYTE_CHAT_VOCAB_SIZE}, not {vocab}",
+                    ("data.kind", "data.tokenizer"),
                 )
             if data.kind == "shards" and vocab > MAX_UINT16_VOCAB:
-                problems.append(
-                    FieldProblem(
-                        "model.vocab_size",
-                        f"uint16 shards hold token ids below {MAX_UINT16_VOCAB}; vocab_size {vocab} "
-                        "does not fit",
-                        ("data.kind",),
-                    )
+                yield FieldProblem(
+                    "model.vocab_size",
+                    f"uint16 shards hold token ids below {MAX_UINT16_VOCAB}; vocab_size {vocab} "
+                    "does not fit",
+                    ("data.kind",),
                 )
             if data.context_length > model.context_length:
-                problems.append(
-                    FieldProblem(
-                        "data.context_length",
-                        f"training sequences of {data.context_length} tokens are longer than "
-                        f"the model's context_length {model.context_length}",
-                        ("model.context_length",),
-                    )
+                yield FieldProblem(
+                    "data.context_length",
+                    f"training sequences of {data.context_length} tokens are longer than "
+                    f"the model's context_length {model.context_length}",
+                    ("model.context_length",),
                 )
-        return problems

@@ -1,5 +1,6 @@
 """The optimisation: AdamW, the WSD schedule, batch sizes, intervals, seeds."""
 
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import (
@@ -8,10 +9,9 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    model_validator,
 )
 
-from enlace_config.schema.base import FieldProblem, StrictModel, raise_problems
+from enlace_config.schema.base import FieldProblem, StrictModel
 
 
 class TrainConfig(StrictModel):
@@ -82,45 +82,33 @@ class TrainConfig(StrictModel):
     """On resume, accept a CPU thread count different from the checkpoint's. Thread count changes
     floating-point sums: the resumed run is no longer bit-exact."""
 
-    @model_validator(mode="after")
-    def _schedule_fits(self) -> "TrainConfig":
-        problems: list[FieldProblem] = []
+    def _problems(self) -> Iterator[FieldProblem]:
         if self.warmup_steps + self.decay_steps > self.max_steps:
-            problems.append(
-                FieldProblem(
-                    "decay_steps",
-                    f"warmup_steps {self.warmup_steps} + decay_steps {self.decay_steps} = "
-                    f"{self.warmup_steps + self.decay_steps} exceeds max_steps {self.max_steps}: "
-                    "the schedule would not finish its decay",
-                    ("warmup_steps", "max_steps"),
-                )
+            yield FieldProblem(
+                "decay_steps",
+                f"warmup_steps {self.warmup_steps} + decay_steps {self.decay_steps} = "
+                f"{self.warmup_steps + self.decay_steps} exceeds max_steps {self.max_steps}: "
+                "the schedule would not finish its decay",
+                ("warmup_steps", "max_steps"),
             )
         if self.min_lr > self.lr:
-            problems.append(
-                FieldProblem(
-                    "min_lr",
-                    f"min_lr {self.min_lr:g} is above lr {self.lr:g}: the decay goes from lr down "
-                    "to min_lr",
-                    ("lr",),
-                )
+            yield FieldProblem(
+                "min_lr",
+                f"min_lr {self.min_lr:g} is above lr {self.lr:g}: the decay goes from lr down "
+                "to min_lr",
+                ("lr",),
             )
         if self.init_optimizer and self.init_from is None:
-            problems.append(
-                FieldProblem(
-                    "init_optimizer",
-                    "init_optimizer is true but init_from is not set: there is no checkpoint to "
-                    "take the optimizer state from",
-                    ("init_from",),
-                )
+            yield FieldProblem(
+                "init_optimizer",
+                "init_optimizer is true but init_from is not set: there is no checkpoint to "
+                "take the optimizer state from",
+                ("init_from",),
             )
         if self.optimizer == "muon" and self.parallelism == "fsdp":
-            problems.append(
-                FieldProblem(
-                    "optimizer",
-                    "optimizer muon needs whole matrices to orthogonalise, and fsdp shards them: "
-                    "use optimizer adamw with fsdp, or parallelism ddp",
-                    ("parallelism",),
-                )
+            yield FieldProblem(
+                "optimizer",
+                "optimizer muon needs whole matrices to orthogonalise, and fsdp shards them: "
+                "use optimizer adamw with fsdp, or parallelism ddp",
+                ("parallelism",),
             )
-        raise_problems(problems)
-        return self
