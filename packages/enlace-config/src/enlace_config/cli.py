@@ -74,11 +74,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _show(file: Path, overrides: Sequence[str], with_origins: bool) -> int:
-    sys.stdout.write(check_file(file, overrides).to_yaml(with_origins=with_origins))
-    return 0
-
-
 def _check(files: Sequence[Path]) -> int:
     failures: list[ConfigError] = []
     for file in files:
@@ -135,8 +130,8 @@ def _key_lines(model: type[BaseModel], prefix: str) -> list[str]:
         else:
             default = f"default: {dump_scalar(info.default)}"
         lines.append(f"{key}  ({_type_name(sub)}; {default})")
-        if info.description:  # a docstring wraps: print it as one line
-            lines.append(f"    {' '.join(info.description.split())}")
+        if info.description:
+            lines.append(f"    {info.description}")
     return lines
 
 
@@ -156,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug: bool = args.debug
     try:
         if args.command == "show":
-            return _show(args.file, args.overrides, args.origin)
+            sys.stdout.write(
+                check_file(args.file, args.overrides).to_yaml(with_origins=args.origin)
+            )
+            return 0
         if args.command == "keys":
             return _keys(args.kind)
         return _check(args.files)

@@ -53,16 +53,12 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def find_configs_root(path: Path) -> Path:
-    """The configs root include paths are read from.
-
-    The nearest folder named `configs` above the file; failing that `./configs` when it exists
-    (a run file kept elsewhere can still include the shared layers); failing that the file's own
-    folder.
-    """
-    cwd_configs = Path.cwd() / CONFIGS_DIRNAME
-    ancestor = _configs_ancestor(path)
-    if ancestor is not None:
+    """The configs root include paths are read from: the nearest folder named `configs` above the
+    file; failing that `./configs` when it exists (a run file kept elsewhere can still include the
+    shared layers); failing that the file's own folder."""
+    if (ancestor := _configs_ancestor(path)) is not None:
         return ancestor
+    cwd_configs = Path.cwd() / CONFIGS_DIRNAME
     return cwd_configs if cwd_configs.is_dir() else resolved(path).parent
 
 
@@ -80,10 +76,8 @@ def _folder_under(path: Path, root: Path) -> str | None:
 
 
 def kind_of(path: Path) -> str | None:
-    """A config file's kind: the folder under `configs/` it lives in (`runs`, `model`, ...).
-
-    None for a file that is not under a folder named `configs` (it is then read as a run file).
-    """
+    """A config file's kind: the folder under `configs/` it lives in (`runs`, `model`, ...); None
+    outside a folder named `configs` (the file is then read as a run file)."""
     root = _configs_ancestor(path)
     return _folder_under(path, root) if root is not None else None
 
@@ -94,10 +88,6 @@ def kind_of(path: Path) -> str | None:
 
 def _dotted(path: Sequence[str | int]) -> str:
     return ".".join(str(p) for p in path)
-
-
-def _starts_with(path: KeyPath, prefix: KeyPath) -> bool:
-    return path[: len(prefix)] == prefix
 
 
 def _paths(value: Any, at: KeyPath = ()) -> list[KeyPath]:
@@ -133,35 +123,25 @@ def _value_at(data: Any, path: KeyPath) -> Any:
     return data
 
 
-def _merge_dict(
-    target: dict[str, Any],
-    source: dict[str, Any],
-    dst: YamlDoc,
-    src: YamlDoc,
-    dst_at: KeyPath,
-    src_at: KeyPath,
-) -> None:
-    for key, value in source.items():
+def _merge(dst: YamlDoc, src: YamlDoc, dst_at: KeyPath = (), src_at: KeyPath = ()) -> None:
+    """Deep-merge the mapping in `src` at `src_at` over the one in `dst` at `dst_at`.
+
+    Mappings merge key by key; anything else (lists included) replaces; an empty value (null) over a
+    mapping leaves the mapping as it was.
+    """
+    target: dict[str, Any] = _value_at(dst.data, dst_at)
+    for key, value in cast(dict[str, Any], _value_at(src.data, src_at)).items():
         dpath, spath = (*dst_at, key), (*src_at, key)
-        current, incoming = as_mapping(target.get(key)), as_mapping(value)
+        current = as_mapping(target.get(key))
         if current is not None and value is None:
             continue  # `train:` with every line below commented out changes nothing
-        if current is not None and incoming is not None:
-            _merge_dict(current, incoming, dst, src, dpath, spath)
+        if current is not None and as_mapping(value) is not None:
+            _merge(dst, src, dpath, spath)
             dst.origins.setdefault(dpath, src.origins.get(spath, Origin.default("merged")))
         else:
             old = target.get(key)
             target[key] = copy.deepcopy(cast(object, value))
             _replace_subtree(dst, src, dpath, spath, old)
-
-
-def _merge_doc(dst: YamlDoc, src: YamlDoc) -> None:
-    """Deep-merge the mapping `src.data` over `dst.data`.
-
-    Mappings merge key by key; anything else (lists included) replaces; an empty value (null) over a
-    mapping leaves the mapping as it was.
-    """
-    _merge_dict(dst.data, src.data, dst, src, (), ())
 
 
 def _drop_key(doc: YamlDoc, key: str) -> tuple[Any, Origin | None]:
@@ -277,12 +257,9 @@ def _reading_order(problems: Sequence[Problem]) -> list[Problem]:
 
 
 def _field_problem(fp: FieldProblem, loc: KeyPath, doc: YamlDoc) -> Problem:
-    path = (*loc, *fp.key.split("."))
-    related = tuple(
-        (_dotted((*loc, *r.split("."))), _origin_for(doc, (*loc, *r.split("."))))
-        for r in fp.related
-    )
-    return Problem(fp.message, key=_dotted(path), origin=_origin_for(doc, path), related=related)
+    key, *related = ((*loc, *k.split(".")) for k in (fp.key, *fp.related))
+    with_origins = tuple((_dotted(r), _origin_for(doc, r)) for r in related)
+    return Problem(fp.message, _dotted(key), _origin_for(doc, key), with_origins)
 
 
 def _cross_section_problems(exc: ValidationError, doc: YamlDoc) -> list[Problem]:
@@ -317,24 +294,20 @@ def _translate(
     unknown = 0
     for err in exc.errors(include_url=False):
         loc: KeyPath = tuple(err["loc"])
-        if any(_starts_with(loc, prefix) for prefix in skip):
+        if any(loc[: len(prefix)] == prefix for prefix in skip):
             continue  # a layer that failed to load: its problem is already reported
         ctx: dict[str, Any] = err.get("ctx") or {}
         cause = ctx.get("error")
         if err["type"] == "value_error" and isinstance(cause, FieldProblems):
             problems.extend(_field_problem(fp, loc, doc) for fp in cause.problems)
             continue
-        key = _dotted(loc) or None
-        origin = _origin_for(doc, loc)
-        etype = err["type"]
+        etype, parent = err["type"], _model_at(schema, loc[:-1])
         if etype == "extra_forbidden":
-            parent = _model_at(schema, loc[:-1])
             names = list(parent.model_fields) if parent is not None else []
             unknown += 1  # past the ones listed, no hint: difflib on thousands takes seconds
             hinted = unknown <= MAX_OF_A_KIND
             message = _unknown_key_message(str(loc[-1]), names) if hinted else "unknown key"
         elif etype == "missing":
-            parent = _model_at(schema, loc[:-1])
             info = parent.model_fields.get(str(loc[-1])) if parent is not None else None
             described = f" ({info.description})" if info is not None and info.description else ""
             message = f"missing: this key is required{described}"
@@ -349,7 +322,7 @@ def _translate(
                 choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
                 message += _did_you_mean(str(err.get("input")), choices)
         kind = "unknown key" if etype == "extra_forbidden" else etype
-        problems.append(Problem(message, key=key, origin=origin, kind=kind))
+        problems.append(Problem(message, _dotted(loc) or None, _origin_for(doc, loc), kind=kind))
     return problems
 
 
@@ -411,12 +384,11 @@ def _load_layer(
         )
         problems.append(Problem(message, key=INCLUDE_KEY, origin=include_origin))
         return None
-    chain = (*chain, real)
     base = _load_layer(
-        root / include, slot, root, chain, problems, key=INCLUDE_KEY, via=include_origin
+        root / include, slot, root, (*chain, real), problems, key=INCLUDE_KEY, via=include_origin
     )
     if base is not None:
-        _merge_doc(base, doc)
+        _merge(base, doc)
         base.origins[()] = Origin.in_file(path)
     return base
 
@@ -466,7 +438,7 @@ def _apply_overrides(
         for i in reversed(range(len(path))):
             single.data = {path[i]: single.data}
             single.origins[path[: i + 1]] = origin
-        _merge_doc(doc, single)
+        _merge(doc, single)
 
 
 # --------------------------------------------------------------------------------------------
@@ -638,7 +610,7 @@ def load_run_config(
         raise ConfigError(problems, display_path(path))
     root = Path(configs_root) if configs_root is not None else find_configs_root(path)
     tree, failed = _include_slots(run_doc, root, problems)
-    _merge_doc(tree, run_doc)
+    _merge(tree, run_doc)
     config, origins = _finish(RunConfig, tree, path, overrides, problems, failed)
     return ResolvedConfig(config, origins, path, tuple(overrides), RUNS_FOLDER)
 

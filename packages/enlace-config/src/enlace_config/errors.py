@@ -93,23 +93,11 @@ class Problem:
     kind: str = ""
 
     def __str__(self) -> str:
-        parts: list[str] = []
-        if self.origin is not None:
-            parts.append(f"{self.origin}:")
-        if self.key:
-            parts.append(f"{self.key if len(self.key) <= MAX_QUOTED else quote(self.key)}:")
-        parts.append(self.message)
-        text = " ".join(parts)
-        if self.related:
-            text += (
-                " ["
-                + "; ".join(
-                    f"{key} from {origin}" if origin is not None else key
-                    for key, origin in self.related
-                )
-                + "]"
-            )
-        return text
+        key = self.key if self.key is None or len(self.key) <= MAX_QUOTED else quote(self.key)
+        parts = [f"{self.origin}:" if self.origin else "", f"{key}:" if key else "", self.message]
+        text = " ".join(part for part in parts if part)
+        related = "; ".join(f"{k} from {o}" if o is not None else k for k, o in self.related)
+        return f"{text} [{related}]" if related else text
 
 
 class ConfigError(ValueError):

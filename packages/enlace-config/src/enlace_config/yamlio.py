@@ -8,6 +8,7 @@ keys, tags other than the plain ones, and aliases that blow a small file up ("bi
 """
 
 import io
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,39 +36,28 @@ def format_float(value: float) -> str:
 
     `2.87e+13` rather than `28700000000000.0`; always with a dot, so YAML 1.1 readers agree.
     """
-    if value != value or value in (float("inf"), float("-inf")):
-        return ".nan" if value != value else (".inf" if value > 0 else "-.inf")
+    if math.isnan(value) or math.isinf(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     if value == 0 or 1e-4 <= abs(value) < 1e7:
         return repr(value)
-    text = repr(value)
-    for digits in range(17):  # 17 significant digits always read back
-        text = f"{value:.{digits}e}"
-        if float(text) == value:
-            break
+    # the fewest digits that read back (17 significant digits always do)
+    text = next(t for digits in range(17) if float(t := f"{value:.{digits}e}") == value)
     mantissa, _, exponent = text.partition("e")
     return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
 
 
-def _represent_float(representer: Any, value: float) -> Any:
-    return representer.represent_scalar(_TAG + "float", format_float(value))
-
-
-def _dumper() -> YAML:
-    dumper = YAML(typ="safe", pure=True)
-    dumper.default_flow_style = True
-    dumper.width = 1 << 30
-    representer: Any = dumper.representer
-    representer.add_representer(float, _represent_float)
-    return dumper
-
-
-_DUMPER = _dumper()
+_DUMPER: Any = YAML(typ="safe", pure=True)
+_DUMPER.default_flow_style = True
+_DUMPER.width = 1 << 30
+_DUMPER.representer.add_representer(
+    float, lambda rep, value: rep.represent_scalar(_TAG + "float", format_float(value))
+)
 
 
 def dump_scalar(value: Any) -> str:
     """One value (scalar or list) in YAML flow style, as it would be written after `key: `."""
     out = io.StringIO()
-    cast(Any, _DUMPER).dump(value, out)
+    _DUMPER.dump(value, out)
     return out.getvalue().rstrip("\n").removesuffix("\n...").rstrip("\n")
 
 

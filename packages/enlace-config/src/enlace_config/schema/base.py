@@ -8,7 +8,7 @@ by a validator still works; it is reported against the section as a whole.
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -52,6 +52,11 @@ class StrictModel(BaseModel):
         strict=True,
         use_attribute_docstrings=True,
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        for info in cls.model_fields.values():  # a docstring's line breaks are only wrapping
+            info.description = " ".join(info.description.split()) if info.description else None
 
     def _problems(self) -> Iterable[FieldProblem]:
         return ()
