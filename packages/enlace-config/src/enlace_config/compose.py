@@ -11,7 +11,7 @@ import copy
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast, get_args, get_origin, overload
 
@@ -48,10 +48,7 @@ SLOTS: tuple[str, ...] = tuple(name for name in RunConfig.model_fields if name !
 M = TypeVar("M", bound=BaseModel)
 
 
-# --------------------------------------------------------------------------------------------
-# Where files are
-
-
+# ---- Where files are -----------------------------------------------------------------------------
 def find_configs_root(path: Path) -> Path:
     """The configs root include paths are read from: the nearest folder named `configs` above the
     file; failing that `./configs` when it exists (a run file kept elsewhere can still include the
@@ -82,10 +79,7 @@ def kind_of(path: Path) -> str | None:
     return _folder_under(path, root) if root is not None else None
 
 
-# --------------------------------------------------------------------------------------------
-# Trees with origins
-
-
+# ---- Trees with origins --------------------------------------------------------------------------
 def _dotted(path: Sequence[str | int]) -> str:
     return ".".join(str(p) for p in path)
 
@@ -154,10 +148,7 @@ def _drop_key(doc: YamlDoc, key: str) -> tuple[Any, Origin | None]:
     return value, origin
 
 
-# --------------------------------------------------------------------------------------------
-# Schema walking
-
-
+# ---- Schema walking ------------------------------------------------------------------------------
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model inside an annotation (`Model`, `Model | None`, `list[Model]`)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -211,10 +202,7 @@ def _check_override_path(schema: type[BaseModel], path: Sequence[str]) -> str | 
     return None
 
 
-# --------------------------------------------------------------------------------------------
-# Validation errors, translated
-
-
+# ---- Validation errors, translated ---------------------------------------------------------------
 def _origin_for(doc: YamlDoc, loc: Sequence[str | int]) -> Origin | None:
     path = tuple(loc)
     while path:
@@ -326,10 +314,7 @@ def _translate(
     return problems
 
 
-# --------------------------------------------------------------------------------------------
-# Layers
-
-
+# ---- Layers --------------------------------------------------------------------------------------
 def _missing_file_hint(path: Path, root: Path, slot: str) -> str:
     target = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
     candidates = sorted(f"{slot}/{p.name}" for p in (root / slot).glob("*.yaml"))
@@ -393,10 +378,7 @@ def _load_layer(
     return base
 
 
-# --------------------------------------------------------------------------------------------
-# Overrides
-
-
+# ---- Overrides -----------------------------------------------------------------------------------
 def _override_error(name: str, has_equals: bool, text: str, schema: type[BaseModel]) -> str | None:
     """Why the override `text` (setting `name`) cannot apply, before its value is read."""
     if not has_equals:
@@ -441,10 +423,7 @@ def _apply_overrides(
         _merge(doc, single)
 
 
-# --------------------------------------------------------------------------------------------
-# Results
-
-
+# ---- Results -------------------------------------------------------------------------------------
 def _leaf_origins(data: Any, doc: YamlDoc, at: KeyPath, out: dict[str, Origin]) -> None:
     mapping = as_mapping(data)
     if mapping:
@@ -485,7 +464,7 @@ class LoadedConfig(Generic[M]):
     origins: dict[str, Origin]
     source: Path
     overrides: tuple[str, ...] = ()
-    kind: str = field(default=RUNS_FOLDER)
+    kind: str = RUNS_FOLDER
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain JSON-compatible data (what a run records)."""
@@ -496,10 +475,8 @@ class LoadedConfig(Generic[M]):
         return {key: str(origin) for key, origin in self.origins.items()}
 
     def to_yaml(self, *, with_origins: bool = False) -> str:
-        """The resolved config as YAML that reads back to the same values.
-
-        with_origins: a comment after each value saying where it came from.
-        """
+        """The resolved config as YAML that reads back to the same values; with_origins: a comment
+        after each value says where it came from."""
         header = [f"# Resolved by enlace-config from {display_path(self.source)}"]
         if self.overrides:
             header.append("# with overrides: " + " ".join(self.overrides))
@@ -600,9 +577,7 @@ def load_run_config(
     path: str | Path, overrides: Sequence[str] = (), *, configs_root: str | Path | None = None
 ) -> ResolvedConfig:
     """Compose, override, default and validate a run file. Raises ConfigError listing everything.
-
-    configs_root: where include paths are read from (default: see `find_configs_root`).
-    """
+    configs_root: where include paths are read from (default: see `find_configs_root`)."""
     path = Path(path)
     problems: list[Problem] = []
     run_doc = read_yaml_file(path, problems)
@@ -685,12 +660,8 @@ def load_config(
 
 
 def check_file(path: str | Path, overrides: Sequence[str] = ()) -> LoadedConfig[Any]:
-    """Validate one config file with the schema its location calls for (what `check` and `show`
-    run).
-
-    Files under `configs/runs/`, and files outside any `configs/` folder, are run files; files in
-    another folder of `configs/` are validated with that folder's registered schema.
-    """
+    """Validate one config file as `check` and `show` do: files under `configs/runs/` or outside
+    any `configs/` folder as run files, others with their folder's registered schema."""
     path = Path(path)
     if kind_of(path) in (None, RUNS_FOLDER):
         return load_run_config(path, overrides)

@@ -77,14 +77,10 @@ class Origin:
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a config: which key, what is wrong with it, and where it came from.
-
-    `key` is the dotted key path (None for problems with a whole file, such as a YAML syntax
-    error); `message` says what is wrong and what was expected, the bad value included; `related`
-    lists the other keys a cross-field rule involves, with where each was set. `kind` groups
-    problems that can come by the thousand ("unknown key"): past MAX_OF_A_KIND of one kind, the
-    message lists only how many more there are.
-    """
+    """One thing wrong with a config: the dotted key (None for a whole file), what is wrong and
+    what was expected, where it came from, and the other keys a cross-field rule involves. `kind`
+    groups problems that can come by the thousand ("unknown key"): past MAX_OF_A_KIND of a kind,
+    only how many more are counted."""
 
     message: str
     key: str | None = None

@@ -32,11 +32,8 @@ def known_folders() -> list[str]:
 
 
 def schema_for(folder: str, stem: str | None = None) -> type[BaseModel] | None:
-    """The schema for files under `configs/<folder>/` (for the file `<stem>.yaml` there when
-    given), or None when that folder has none.
-
-    For `runs` this returns RunConfig (but run files are composed first: use load_run_config).
-    """
+    """The schema for `configs/<folder>/<stem>.yaml` (RunConfig for runs, but run files are
+    composed first: use load_run_config), or None when that folder has none."""
     if folder == RUNS_FOLDER:
         from enlace_config.schema.run import RunConfig
 

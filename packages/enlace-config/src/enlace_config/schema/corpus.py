@@ -194,15 +194,15 @@ class CorpusConfig(StrictModel):
     config's data.path. Relative paths are read from the working directory."""
     sources: list[CorpusSource] = Field(..., min_length=1)
     """The raw text inputs."""
-    cleaning: CleaningConfig = Field(default_factory=lambda: CleaningConfig())
+    cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     """Cleaning and filters."""
-    dedup: DedupConfig = Field(default_factory=lambda: DedupConfig())
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
     """Deduplication."""
-    split: SplitConfig = Field(default_factory=lambda: SplitConfig())
+    split: SplitConfig = Field(default_factory=SplitConfig)
     """Train/validation split."""
-    tokenizer: TokenizerConfig = Field(default_factory=lambda: TokenizerConfig())
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     """The SentencePiece tokenizer."""
-    encoding: EncodingConfig = Field(default_factory=lambda: EncodingConfig())
+    encoding: EncodingConfig = Field(default_factory=EncodingConfig)
     """Encoding into shards."""
 
     @model_validator(mode="after")

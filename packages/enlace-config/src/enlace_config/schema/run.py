@@ -65,10 +65,8 @@ class RunConfig(StrictModel):
     """What the model reads."""
 
     def grad_accumulation_steps(self, world_size: int = 1) -> int:
-        """Micro-steps per optimizer step: global batch / (micro-batch x world size).
-
-        Raises ConfigError when the global batch does not split evenly at this world size.
-        """
+        """Micro-steps per optimizer step: global batch / (micro-batch x world size); ConfigError
+        when the global batch does not split evenly at this world size."""
         problems = batch_split_problems(self.hardware, self.train, world_size)
         if problems:
             subject = f"the run at world size {world_size}"
@@ -80,12 +78,8 @@ class RunConfig(StrictModel):
 
     @classmethod
     def cross_section_problems(cls, sections: Mapping[str, object]) -> Iterator[FieldProblem]:
-        """The checks across sections, run on whichever sections are given and valid.
-
-        The loader calls this with the sections that validated on their own when another section
-        failed, so that a batch/micro-batch mismatch is reported together with, say, a bad head
-        count, not one run later.
-        """
+        """The checks across sections, on whichever sections are given: the loader passes those
+        that validated when another failed, so a batch mismatch is not hidden by a bad head count."""
         hardware, train = sections.get("hardware"), sections.get("train")
         model, data = sections.get("model"), sections.get("data")
         if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
