@@ -20,6 +20,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from enlace_config.errors import Origin, Problem, display_path, quote
 
 KeyPath = tuple[str | int, ...]
+OriginAt = Callable[[int | None, int | None], Origin]  # (line, column), 1-based, to an Origin
 
 _TAG = "tag:yaml.org,2002:"
 STR_TAG, TIMESTAMP_TAG, MERGE_TAG = _TAG + "str", _TAG + "timestamp", _TAG + "merge"
@@ -99,16 +100,17 @@ class _Refused(Exception):
 
 
 class _Builder:
-    def __init__(
-        self, origin_at: Callable[[Node], Origin], problems: list[Problem], scalars: Any
-    ) -> None:
-        self.origin_at = origin_at
+    def __init__(self, origin_at: OriginAt, problems: list[Problem], scalars: Any) -> None:
+        self._origin_at = origin_at
         self.problems = problems
         self.doc = YamlDoc(data=None)
         self._active: set[int] = set()
         self._seen: set[int] = set()
         self._repeats = 0
         self._scalars = scalars  # the parser's own constructor: it reads scalars as YAML 1.2
+
+    def origin_at(self, node: Node) -> Origin:
+        return self._origin_at(node.start_mark.line + 1, node.start_mark.column + 1)
 
     def _problem(self, node: Node, path: KeyPath, message: str, kind: str = "") -> None:
         key = ".".join(str(p) for p in path) or None
@@ -191,20 +193,18 @@ class _Builder:
         return value
 
 
-def parse_yaml(
-    text: str, origin_at: Callable[[int | None, int | None], Origin], problems: list[Problem]
-) -> YamlDoc | None:
+def parse_yaml(text: str, origin_at: OriginAt, problems: list[Problem]) -> YamlDoc | None:
     """Parse one YAML document. `origin_at(line, column)` (1-based) makes origins.
 
     Appends problems (syntax errors with their line and column, duplicate keys, bad tags) to
     `problems`. Returns None for a syntax error or an empty document; otherwise the document (with
     whatever could be built where values had problems).
     """
-    yaml = YAML(typ="safe", pure=True)
+    yaml, whole = YAML(typ="safe", pure=True), origin_at(None, None)
     try:
         node: Node | None = cast(Any, yaml).compose(text)
     except RecursionError:  # ruamel's composer recurses once per level
-        problems.append(Problem("YAML nested too deeply to read", origin=origin_at(None, None)))
+        problems.append(Problem("YAML nested too deeply to read", origin=whole))
         return None
     except MarkedYAMLError as exc:
         mark: Any = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -212,25 +212,19 @@ def parse_yaml(
         parts: tuple[Any, ...] = (getattr(exc, "context", None), getattr(exc, "problem", None))
         what = " ".join(str(part) for part in parts if part)
         where = f" (column {column})" if column is not None else ""
-        problems.append(
-            Problem(f"YAML syntax error{where}: {what}", origin=origin_at(line, column))
-        )
+        problems.append(Problem(f"YAML syntax error{where}: {what}", None, origin_at(line, column)))
         return None
     except YAMLError as exc:
-        problems.append(Problem(f"YAML error: {exc}", origin=origin_at(None, None)))
+        problems.append(Problem(f"YAML error: {exc}", origin=whole))
         return None
     if node is None:
         return None
-
-    def node_origin(n: Node) -> Origin:
-        return origin_at(n.start_mark.line + 1, n.start_mark.column + 1)
-
-    builder = _Builder(node_origin, problems, yaml.constructor)
-    builder.doc.origins[()] = origin_at(None, None)
+    builder = _Builder(origin_at, problems, yaml.constructor)
+    builder.doc.origins[()] = whole
     try:
         builder.doc.data = builder.build(node, ())
     except _Refused as exc:
-        problems.append(Problem(str(exc), origin=origin_at(None, None)))
+        problems.append(Problem(str(exc), origin=whole))
         return None
     return builder.doc
 
@@ -271,21 +265,19 @@ def read_yaml_file(
         return None
     before = len(problems)
     doc = parse_yaml(text, lambda line, column: Origin.in_file(path, line, column), problems)
-    top = as_mapping(doc.data) if doc is not None else None
     if doc is None:
-        if len(problems) == before:  # no syntax error: the document was empty
-            message = f"{shown} is empty (only comments or blank); expected a mapping of keys"
-            problems.append(Problem(message, key=key, origin=file_origin))
-        return None
-    if top is None:
+        if len(problems) > before:
+            return None  # a syntax error, reported
+        message = f"{shown} is empty (only comments or blank); expected a mapping of keys"
+    elif (top := as_mapping(doc.data)) is None:
         kind = "a list" if as_list(doc.data) is not None else f"the value {quote(doc.data)}"
         message = (
             f"the top level of {shown} must be a mapping of keys (key: value lines), not {kind}"
         )
-        problems.append(Problem(message, key=key, origin=Origin.in_file(path, 1)))
-        return None
-    if not top:
+        file_origin = Origin.in_file(path, 1)
+    elif not top:
         message = f"{shown} holds an empty mapping; expected keys"
-        problems.append(Problem(message, key=key, origin=file_origin))
-        return None
-    return doc
+    else:
+        return doc
+    problems.append(Problem(message, key=key, origin=file_origin))
+    return None
