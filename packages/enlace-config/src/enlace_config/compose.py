@@ -7,6 +7,7 @@ the schema's defaults. Every value keeps where it came from, and every problem i
 anything is raised, so one ConfigError lists them all.
 """
 
+import contextlib
 import copy
 import difflib
 import re
@@ -153,11 +154,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model inside an annotation (`Model`, `Model | None`, `list[Model]`)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+    return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
 
 
 def _model_at(schema: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
@@ -179,9 +176,9 @@ def _did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 def _unknown_key_message(name: str, choices: Sequence[str]) -> str:
     hint = _did_you_mean(name, choices)
-    if hint:
-        return f"unknown key{hint}"
-    return f"unknown key (the keys here are: {', '.join(choices)})"
+    return (
+        f"unknown key{hint}" if hint else f"unknown key (the keys here are: {', '.join(choices)})"
+    )
 
 
 def _check_override_path(schema: type[BaseModel], path: Sequence[str]) -> str | None:
@@ -263,12 +260,9 @@ def _cross_section_problems(exc: ValidationError, doc: YamlDoc) -> list[Problem]
     sections: dict[str, object] = {}
     for name, info in RunConfig.model_fields.items():
         model = _model_in(info.annotation)
-        if name in failed or name not in data or model is None:
-            continue
-        try:
-            sections[name] = model.model_validate(data[name])
-        except ValidationError:
-            continue
+        if name not in failed and name in data and model is not None:
+            with contextlib.suppress(ValidationError):
+                sections[name] = model.model_validate(data[name])
     return [_field_problem(fp, (), doc) for fp in RunConfig.cross_section_problems(sections)]
 
 
