@@ -176,9 +176,9 @@ def _did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 def _unknown_key_message(name: str, choices: Sequence[str]) -> str:
     hint = _did_you_mean(name, choices)
-    return (
-        f"unknown key{hint}" if hint else f"unknown key (the keys here are: {', '.join(choices)})"
-    )
+    if hint:
+        return f"unknown key{hint}"
+    return f"unknown key (the keys here are: {', '.join(choices)})"
 
 
 def _check_override_path(schema: type[BaseModel], path: Sequence[str]) -> str | None:

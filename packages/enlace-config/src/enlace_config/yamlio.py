@@ -37,7 +37,7 @@ def format_float(value: float) -> str:
 
     `2.87e+13` rather than `28700000000000.0`; always with a dot, so YAML 1.1 readers agree.
     """
-    if math.isnan(value) or math.isinf(value):
+    if not math.isfinite(value):
         return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     if value == 0 or 1e-4 <= abs(value) < 1e7:
         return repr(value)
