@@ -102,13 +102,8 @@ class ConfigError(ValueError):
     def __init__(self, problems: Iterable[Problem], subject: str | None = None) -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
         self.subject = subject
-        super().__init__(self._render())
-
-    def _render(self) -> str:
         n = len(self.problems)
-        what = f"{n} problem{'s' if n != 1 else ''}"
-        head = f"{what} in {self.subject}:" if self.subject else f"{what} in the config:"
-        lines, seen = [head], Counter[str]()
+        lines, seen = [f"{n} problem{'s' * (n != 1)} in {subject or 'the config'}:"], Counter[str]()
         for problem in self.problems:
             seen[problem.kind] += 1
             if seen[problem.kind] <= MAX_OF_A_KIND:
@@ -118,4 +113,4 @@ class ConfigError(ValueError):
             for kind, n in seen.items()
             if n > MAX_OF_A_KIND
         )
-        return "\n".join(lines)
+        super().__init__("\n".join(lines))

@@ -3,8 +3,8 @@
 `configs/runs/` holds run files (composed from layers, validated as a whole `RunConfig`); every
 other folder maps to one schema here. A package that adds a kind of config file adds one line to
 `SCHEMAS` (its schema module lives in `enlace_config.schema`, so validating never imports the
-package that uses it). Modules are imported only when a
-file of their kind is checked, so `check configs/runs/*.yaml` pays for no other schema.
+package that uses it). Modules are imported only when a file of their kind is checked, so
+`check configs/runs/*.yaml` pays for no other schema.
 """
 
 import importlib
