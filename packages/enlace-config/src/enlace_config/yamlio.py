@@ -47,12 +47,14 @@ def format_float(value: float) -> str:
     return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
 
 
+def _represent_float(representer: Any, value: float) -> Any:
+    return representer.represent_scalar(_TAG + "float", format_float(value))
+
+
 _DUMPER: Any = YAML(typ="safe", pure=True)
 _DUMPER.default_flow_style = True
 _DUMPER.width = 1 << 30
-_DUMPER.representer.add_representer(
-    float, lambda rep, value: rep.represent_scalar(_TAG + "float", format_float(value))
-)
+_DUMPER.representer.add_representer(float, _represent_float)
 
 
 def dump_scalar(value: Any) -> str:
