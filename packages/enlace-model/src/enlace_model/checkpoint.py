@@ -65,6 +65,7 @@ __all__ = [
     "read_model_config",
     "resolve_checkpoint",
     "save_model",
+    "step_dirs",
     "verify_checkpoint",
 ]
 
@@ -100,22 +101,18 @@ def checkpoint_step(path: PathLike) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _step_dirs(run_dir: Path) -> list[tuple[int, Path]]:
-    root = run_dir / CHECKPOINTS_DIR
-    if not root.is_dir():
-        return []
-    found = []
-    for p in root.iterdir():
-        step = checkpoint_step(p)
-        if step is not None and p.is_dir():
-            found.append((step, p))
-    return sorted(found)
+def step_dirs(run_dir: PathLike) -> list[Path]:
+    """Every checkpoints/step_<N> directory of a run, complete or not, oldest step first."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    found = root.iterdir() if root.is_dir() else ()
+    steps = [(n, p) for p in found if (n := checkpoint_step(p)) is not None and p.is_dir()]
+    return [p for _, p in sorted(steps)]
 
 
 def list_checkpoints(run_dir: PathLike) -> list[Path]:
     """The run's checkpoint directories that carry a COMPLETE marker, oldest step first (hashes
     are not checked here: `find_latest_checkpoint` and `verify_checkpoint` do that)."""
-    return [p for _, p in _step_dirs(Path(run_dir)) if (p / COMPLETE_FILE).is_file()]
+    return [p for p in step_dirs(run_dir) if (p / COMPLETE_FILE).is_file()]
 
 
 # --- writing ------------------------------------------------------------------------------------
@@ -140,13 +137,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != COMPLETE_FILE)
-
-
 def _write_complete(directory: Path, step: int | None) -> None:
     files: dict[str, dict[str, Any]] = {}
-    for p in _files(directory):
+    for p in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != COMPLETE_FILE):
         with open(p, "rb") as f:
             os.fsync(f.fileno())
         files[p.relative_to(directory).as_posix()] = {
@@ -336,7 +329,7 @@ def verify_checkpoint(path: PathLike, files: tuple[str, ...] | None = None) -> N
 def find_latest_checkpoint(run_dir: PathLike) -> Path | None:
     """The newest complete and intact step_<N> of a run directory, or None. Incomplete or corrupt
     ones are skipped with a warning naming them."""
-    for _, p in reversed(_step_dirs(Path(run_dir))):
+    for p in reversed(step_dirs(run_dir)):
         try:
             verify_checkpoint(p)
         except CheckpointError as e:
@@ -432,36 +425,28 @@ def load_state_dict(path: PathLike) -> dict[str, Tensor]:
 
 def check_state_dict(state: Mapping[str, Tensor], model: Transformer, origin: str) -> None:
     """Raise CheckpointError naming the first tensor whose name or shape differs from the model."""
-    expected = model.state_dict()
+    expected, problem = model.state_dict(), None
     for name, ref in expected.items():
         got = state.get(name)
         if got is None:
-            raise CheckpointError(
-                f"{origin}: weights do not match the config; first mismatched tensor: {name!r} "
-                f"{tuple(ref.shape)} is missing from the file"
-            )
-        if tuple(got.shape) != tuple(ref.shape):
-            raise CheckpointError(
-                f"{origin}: weights do not match the config; first mismatched tensor: {name!r} has "
-                f"shape {tuple(got.shape)} in the file but the config gives {tuple(ref.shape)}"
-            )
-    extra = [k for k in state if k not in expected]
-    if extra:
+            problem = f"{name!r} {tuple(ref.shape)} is missing from the file"
+        elif tuple(got.shape) != tuple(ref.shape):
+            problem = f"{name!r} has shape {tuple(got.shape)} in the file but the config gives {tuple(ref.shape)}"
+        if problem:
+            break
+    else:
+        extra = [k for k in state if k not in expected]
+        problem = (
+            f"{extra[0]!r} is in the file but not in a model of this config" if extra else None
+        )
+    if problem:
         raise CheckpointError(
-            f"{origin}: weights do not match the config; first mismatched tensor: {extra[0]!r} "
-            f"is in the file but not in a model of this config"
+            f"{origin}: weights do not match the config; first mismatched tensor: {problem}"
         )
 
 
-def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    names |= {"float64": torch.float64, "fp32": torch.float32, "fp16": torch.float16}
-    names |= {"bf16": torch.bfloat16}
-    if dtype not in names:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(names)}")
-    return names[dtype]
+_DTYPES = {n: getattr(torch, n) for n in ("float32", "float16", "bfloat16", "float64")}
+_DTYPES |= {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def load_model(
@@ -474,13 +459,14 @@ def load_model(
     """Build the model of a training checkpoint, a run directory (newest complete checkpoint) or an
     exported Hugging Face folder, on `device` in `dtype`, with the `attention` backend. Safetensors
     only: nothing in the files can run code. In eval mode."""
+    if isinstance(dtype, str) and dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(_DTYPES)}")
     d = resolve_checkpoint(path)
-    cfg = read_model_config(d)
     state = load_state_dict(d)
     with torch.device("meta"):
-        model = Transformer(cfg, attention=attention)
+        model = Transformer(read_model_config(d), attention=attention)
     model.to_empty(device="cpu")
     model.reset_rotary()  # buffers are not in the file; every parameter is loaded just below
     model.load_state_dict(state, strict=True)
-    model.to(device=device, dtype=_as_dtype(dtype))
+    model.to(device=device, dtype=_DTYPES[dtype] if isinstance(dtype, str) else dtype)
     return model.eval()

@@ -1,20 +1,16 @@
 """Export to a Hugging Face folder (Qwen3 or Llama architecture; the mapping is in hf.py).
 
-The folder gets config.json (with `pad_token_id`), model.safetensors, generation_config.json (with
-`max_new_tokens`), a model card README.md (model_card.py) and the checkpoint's tokenizer files,
-copied as enlace-data wrote them at training time (tokenizer.json for the `tokenizers` library,
-tokenizer_config.json, special_tokens_map.json, tokenizer.model for SentencePiece runs,
-enlace_tokenizer.json), with the model's context added to tokenizer_config.json as
-`model_max_length` (a chat model's tokenizer_config.json already carries its `chat_template` and
-`split_special_tokens` false, as enlace-data writes them). `AutoTokenizer.from_pretrained(folder)` then gives
-Enlace's ids, and `load_model` / `load_tokenizer` read the folder back. enlace-model knows nothing
-of tokenizers: the eos id comes from enlace_tokenizer.json's `eot_id`.
+The folder gets config.json, model.safetensors, generation_config.json, a model card README.md
+(model_card.py) and the checkpoint's tokenizer files as enlace-data wrote them at training time
+(checkpoint.TOKENIZER_FILES), with the model's context added to tokenizer_config.json as
+`model_max_length`. `AutoTokenizer.from_pretrained(folder)` then gives Enlace's ids, and
+`load_model` / `load_tokenizer` read the folder back. enlace-model knows nothing of tokenizers:
+the eos id comes from enlace_tokenizer.json's `eot_id`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -26,6 +22,7 @@ from enlace_model.checkpoint import (
     MODEL_FILE,
     TOKENIZER_DESCRIPTION_FILE,
     TOKENIZER_FILES,
+    PathLike,
     is_hf_folder,
     load_state_dict,
     read_model_config,
@@ -38,7 +35,6 @@ from enlace_model.model_card import model_card
 
 __all__ = ["chat_template", "export_hf", "read_json", "tokenizer_description"]
 
-PathLike = str | os.PathLike[str]
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # transformers' own file for a saved chat template
 
 

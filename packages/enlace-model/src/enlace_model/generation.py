@@ -8,13 +8,10 @@
 - A batch of prompts of different lengths is left-padded. Each sequence's rotary positions start
   at 0 at its first real token and an additive mask hides the padding, so every sequence gets the
   tokens it would get alone (tests check this against full recomputation in float64).
-- The prompt goes through `Transformer.forward_cached`. Decoding steps (one token per sequence)
-  take `_decode_step` in float32/float64 under the `auto` and `math` backends: the network's
-  computation written as functional calls on the same weights, with q|k|v and gate|up stacked
-  (one matmul each), rotary folded into two multiply-adds, no module or SDPA dispatch, and on CPU
-  the thread pool given to the matmuls only (per-token overhead, not FLOPs, limits batch-1
-  decoding). A test holds it equal to the module path; other dtypes and forced fused backends
-  decode through `forward_cached`.
+- The prompt goes through `Transformer.forward_cached`. Decoding steps in float32/float64 under
+  the `auto` and `math` backends take `_decode_step`: the same network as functional calls, q|k|v
+  and gate|up stacked, on CPU the thread pool given to the matmuls only (per-token overhead, not
+  FLOPs, limits batch-1 decoding). A test holds it equal to the module path.
 - Greedy when temperature == 0; otherwise temperature, then top-k, then top-p (nucleus), then one
   draw per sequence with the exponential-race trick (argmax(p / E), E ~ Exp(1)) from a
   torch.Generator seeded by `seed`: the draws do not depend on the probabilities' last bits, so the
@@ -26,7 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TypedDict, Unpack
 
 import torch
@@ -119,15 +118,16 @@ def generate_stream(
     stops = set(stop_tokens)
     generator = None
     if seed is not None:
-        generator = torch.Generator(device=model.embed.weight.device)
-        generator.manual_seed(seed)
+        generator = torch.Generator(device=model.embed.weight.device).manual_seed(seed)
     context = model.cfg.context_length
     windows = [list(p) if len(p) < context else list(p[-(context // 2) :]) for p in prompts]
     alive = [True] * len(prompts)
     produced = 0
+    sample = partial(
+        sample_next, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
+    )
     while produced < max_new_tokens:
         n = min(max_new_tokens - produced, context - max(len(w) for w in windows))
-        sample = _sampler(temperature, top_k, top_p, generator)
         for tokens in _decode_window(model, windows, n, sample):
             out: list[int | None] = []
             for i, t in enumerate(tokens):
@@ -139,17 +139,6 @@ def generate_stream(
             if not any(alive):
                 return
         windows = [w[-(context // 2) :] for w in windows]
-
-
-def _sampler(
-    temperature: float, top_k: int | None, top_p: float | None, generator: torch.Generator | None
-) -> Callable[[Tensor], Tensor]:
-    def sample(logits: Tensor) -> Tensor:
-        return sample_next(
-            logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
-        )
-
-    return sample
 
 
 def _decode_window(
@@ -164,13 +153,8 @@ def _decode_window(
     L = P + n
     with torch.inference_mode():
         shape = (B, cfg.n_kv_heads, L, cfg.head_dim)
-        cache = [
-            (
-                torch.empty(shape, device=device, dtype=dtype),
-                torch.empty(shape, device=device, dtype=dtype),
-            )
-            for _ in range(cfg.n_layers)
-        ]
+        empty = partial(torch.empty, shape, device=device, dtype=dtype)
+        cache = [(empty(), empty()) for _ in range(cfg.n_layers)]
         pads = [P - len(p) for p in prompts]
         idx = torch.tensor(
             [[0] * pad + list(p) for pad, p in zip(pads, prompts, strict=True)],
@@ -204,25 +188,13 @@ def _decode_window(
                 return
             s = P + step  # the cache slot of this new token
             step_mask = None if key_mask is None else key_mask[..., : s + 1]  # (B, 1, 1, s+1)
+            at = None if positions is None else positions[:, s : s + 1]  # (B, 1)
             if tables is not None:
-                logits = _decode_step(
-                    model,
-                    nxt,
-                    cache,
-                    s,
-                    tables,
-                    None if positions is None else positions[:, s],
-                    step_mask,
-                )
+                at = None if at is None else at[:, 0]
+                logits = _decode_step(model, nxt, cache, s, tables, at, step_mask)
             else:
                 step_ids.copy_(nxt.view(B, 1))
-                logits = model.forward_cached(
-                    step_ids,
-                    cache,
-                    s,
-                    None if positions is None else positions[:, s : s + 1],
-                    step_mask,
-                )
+                logits = model.forward_cached(step_ids, cache, s, at, step_mask)
 
 
 class Sampling(TypedDict, total=False):
@@ -280,30 +252,39 @@ def _decode_tables(model: Transformer) -> DecodeTables:
         a, m = layer.attn, layer.mlp
         qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))  # ((H+2KV)·D, C)
         gate_up = torch.cat((m.gate_proj.weight, m.up_proj.weight))  # (2·F, C)
-        layers.append(
-            (
-                layer.attn_norm.weight,
-                qkv,
-                None if a.q_norm is None else a.q_norm.weight,
-                None if a.k_norm is None else a.k_norm.weight,
-                a.o_proj.weight,
-                layer.mlp_norm.weight,
-                gate_up,
-                m.down_proj.weight,
-            )
-        )
+        qn, kn = (None if n is None else n.weight for n in (a.q_norm, a.k_norm))
+        attn = (layer.attn_norm.weight, qkv, qn, kn, a.o_proj.weight)
+        layers.append((*attn, layer.mlp_norm.weight, gate_up, m.down_proj.weight))
     D = model.cfg.head_dim
     sign = torch.ones(D, dtype=model.rope_sin.dtype, device=model.rope_sin.device)
     sign[: D // 2] = -1.0
     scale = 1.0 / math.sqrt(D)
     sin = model.rope_sin * sign  # (context, D)
-    return DecodeTables(
-        layers=layers,
-        cos_k=model.rope_cos,
-        sin_k=sin,
-        cos_q=model.rope_cos * scale,
-        sin_q=sin * scale,
-    )
+    return DecodeTables(layers, model.rope_cos * scale, sin * scale, model.rope_cos, sin)
+
+
+@contextmanager
+def _threads_for_matmuls_only(device: torch.device) -> Iterator[Callable[[Tensor, Tensor], Tensor]]:
+    """Yield the `linear` to use. On CPU only the matrix products get the thread pool: waking a
+    second thread for a norm, a rotation or a 4×S softmax costs more than the work, and on a busy
+    machine far more (a descheduled thread stalls every parallel region). Switching costs < 1 µs."""
+    threads = torch.get_num_threads()
+    if not (threads > 1 and device.type == "cpu" and SPLIT_DECODE_THREADS):
+        yield F.linear
+        return
+
+    def linear(h: Tensor, w: Tensor) -> Tensor:
+        torch.set_num_threads(threads)
+        try:
+            return F.linear(h, w)
+        finally:
+            torch.set_num_threads(1)
+
+    torch.set_num_threads(1)
+    try:
+        yield linear
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _decode_step(
@@ -317,75 +298,37 @@ def _decode_step(
 ) -> Tensor:
     """One new token per sequence, tokens (B,) at cache slot `pos` → logits (B, V).
 
-    The same computation as `Transformer.forward_cached` with T = 1 under the math backend, written with
-    functional calls on weight references: no module dispatch, no SDPA dispatch, no kv-head
-    expansion, rotary as two multiply-adds. positions (B,) per-sequence rotary positions
-    (left-padded batches); mask additive (B, 1, 1, pos+1)."""
+    `Transformer.forward_cached` with T = 1 under the math backend, as functional calls on weight
+    references: no module or SDPA dispatch, no kv-head expansion, rotary as two multiply-adds.
+    positions (B,): per-sequence rotary positions (left-padded batches); mask additive
+    (B, 1, 1, pos+1)."""
     p = pos if positions is None else positions
     cos_q, sin_q = tables.cos_q[p].unsqueeze(-2), tables.sin_q[p].unsqueeze(-2)  # (…, 1, D)
     cos_k, sin_k = tables.cos_k[p].unsqueeze(-2), tables.sin_k[p].unsqueeze(-2)
-    # On CPU only the matrix products get the thread pool: waking a second thread for a
-    # norm, a rotation or a 4×S softmax costs more than the work, and on a busy machine far
-    # more (a descheduled thread stalls every parallel region). Switching costs < 1 µs.
-    threads = torch.get_num_threads()
-    split = threads > 1 and tokens.device.type == "cpu" and SPLIT_DECODE_THREADS
-
-    def linear(h: Tensor, w: Tensor) -> Tensor:
-        if not split:
-            return F.linear(h, w)
-        torch.set_num_threads(threads)
-        try:
-            return F.linear(h, w)
-        finally:
-            torch.set_num_threads(1)
-
-    if split:
-        torch.set_num_threads(1)
-    try:
-        return _decode_layers(
-            model, tokens, cache, pos, tables, mask, linear, cos_q, sin_q, cos_k, sin_k
-        )
-    finally:
-        if split:
-            torch.set_num_threads(threads)
-
-
-def _decode_layers(
-    model: Transformer,
-    tokens: Tensor,
-    cache: Sequence[LayerCache],
-    pos: int,
-    tables: DecodeTables,
-    mask: Tensor | None,
-    linear: Callable[[Tensor, Tensor], Tensor],
-    cos_q: Tensor,
-    sin_q: Tensor,
-    cos_k: Tensor,
-    sin_k: Tensor,
-) -> Tensor:
     cfg = model.cfg
     B, C, H, KV, D = tokens.shape[0], cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     eps, half = cfg.norm_eps, D // 2
     q_end, k_end, ffn = H * D, (H + KV) * D, cfg.ffn_hidden
-    x = F.embedding(tokens, model.embed.weight)  # (B, C)
-    for (w_an, w_qkv, w_qn, w_kn, w_o, w_mn, w_gu, w_d), (kc, vc) in zip(
-        tables.layers, cache, strict=True
-    ):
-        qkv = linear(F.rms_norm(x, (C,), w_an, eps), w_qkv)  # (B, (H+2KV)·D)
-        q = qkv[:, :q_end].view(B, H, D)
-        k = qkv[:, q_end:k_end].view(B, KV, D)
-        if w_qn is not None and w_kn is not None:
-            q = F.rms_norm(q, (D,), w_qn, eps)
-            k = F.rms_norm(k, (D,), w_kn, eps)
-        q = torch.addcmul(q * cos_q, q.roll(half, -1), sin_q)  # rotated and scaled (B, H, D)
-        kc.select(2, pos).copy_(torch.addcmul(k * cos_k, k.roll(half, -1), sin_k))  # (B, KV, D)
-        vc.select(2, pos).copy_(qkv[:, k_end:].view(B, KV, D))
-        keys = kc.narrow(2, 0, pos + 1)  # (B, KV, pos+1, D)
-        scores = torch.matmul(q.view(B, KV, H // KV, D), keys.transpose(2, 3))  # (B, KV, G, S)
-        if mask is not None:
-            scores = scores + mask
-        y = torch.matmul(torch.softmax(scores, -1), vc.narrow(2, 0, pos + 1))  # (B, KV, G, D)
-        x = x + linear(y.view(B, H * D), w_o)
-        gate_up = linear(F.rms_norm(x, (C,), w_mn, eps), w_gu)  # (B, 2F)
-        x = x + linear(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:], w_d)
-    return linear(F.rms_norm(x, (C,), model.norm.weight, eps), model.head_weight)  # (B, V)
+    with _threads_for_matmuls_only(tokens.device) as linear:
+        x = F.embedding(tokens, model.embed.weight)  # (B, C)
+        for (w_an, w_qkv, w_qn, w_kn, w_o, w_mn, w_gu, w_d), (kc, vc) in zip(
+            tables.layers, cache, strict=True
+        ):
+            qkv = linear(F.rms_norm(x, (C,), w_an, eps), w_qkv)  # (B, (H+2KV)·D)
+            q = qkv[:, :q_end].view(B, H, D)
+            k = qkv[:, q_end:k_end].view(B, KV, D)
+            if w_qn is not None and w_kn is not None:
+                q = F.rms_norm(q, (D,), w_qn, eps)
+                k = F.rms_norm(k, (D,), w_kn, eps)
+            q = torch.addcmul(q * cos_q, q.roll(half, -1), sin_q)  # rotated and scaled (B, H, D)
+            kc.select(2, pos).copy_(torch.addcmul(k * cos_k, k.roll(half, -1), sin_k))  # (B, KV, D)
+            vc.select(2, pos).copy_(qkv[:, k_end:].view(B, KV, D))
+            keys = kc.narrow(2, 0, pos + 1)  # (B, KV, pos+1, D)
+            scores = torch.matmul(q.view(B, KV, H // KV, D), keys.transpose(2, 3))  # (B, KV, G, S)
+            if mask is not None:
+                scores = scores + mask
+            y = torch.matmul(torch.softmax(scores, -1), vc.narrow(2, 0, pos + 1))  # (B, KV, G, D)
+            x = x + linear(y.view(B, H * D), w_o)
+            gate_up = linear(F.rms_norm(x, (C,), w_mn, eps), w_gu)  # (B, 2F)
+            x = x + linear(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:], w_d)
+        return linear(F.rms_norm(x, (C,), model.norm.weight, eps), model.head_weight)  # (B, V)

@@ -1,36 +1,25 @@
-"""Export to GGUF, the file llama.cpp runs, written with the `gguf` library (llama.cpp's own).
+"""Export to GGUF, the file llama.cpp runs, written with the `gguf` library (llama.cpp's own),
+straight from a checkpoint or run directory: no Hugging Face folder and no converter in between.
 
-Straight from a checkpoint or run directory; no Hugging Face folder and no converter in between.
-
-- Architecture: `qwen3` (QK-norm), llama.cpp's name for exactly our layout (rotary on halves, per-head
-  q/k RMSNorm before the rotation, SwiGLU, no biases). A model without QK-norm is `llama`, whose
-  rotary rotates interleaved pairs: its q/k rows are permuted as llama.cpp's own converter does.
-  Tensor names come from the Hugging Face names (export.py) through gguf's own name table.
-- Every hyperparameter: context, width, depth, heads, kv heads, head dim, SwiGLU width, RMSNorm eps,
-  rotary base, vocabulary size.
-- Tokenizer, read from the checkpoint's tokenizer files (written by enlace-data, see
-  checkpoint.TOKENIZER_FILES): the vocabulary from tokenizer.json, the roles (bos, eos, padding,
-  unknown) from tokenizer_config.json, checked against enlace_tokenizer.json; an exported folder
-  re-saved by transformers (which keeps only the first two) exports the same:
-  * SentencePiece: llama.cpp's SentencePiece tokenizer (`llama`): every piece with its type
-    (normal, byte, control, user-defined, unknown) and a score that orders the merges as
-    SentencePiece does (its BPE pieces are sorted by score, so minus the id keeps the order);
-    `add_space_prefix` false (llama.cpp's default, true, changes every prompt), byte fallback
-    through the `<0xNN>` pieces, BOS/EOS/padding = <|endoftext|>, end of turn = <|im_end|>.
-  * bytes: a byte-level BPE vocabulary (`gpt2`) whose token i is byte i, with no merge that can
-    ever apply: every string tokenizes to its UTF-8 bytes, U+2581 included (a SentencePiece-type
-    vocabulary would turn spaces into U+2581 first); pre-tokenizer `qwen2` (see BYTE_PRE_TOKENIZER). GGUF cannot hold an empty array and llama.cpp
-    requires the merges key, so one inert merge of two multi-character strings is written (no
-    symbol longer than one character ever exists without a merge, so it never applies).
-  * the chat template, when the checkpoint has one (`export.chat_template`).
-- Weights: `f32`, `f16`, `q8_0`, or `q4_0` (4-bit, the token embedding kept in q8_0), quantized by
-  gguf's own quantizer; norms stay f32, and a matrix whose rows do not fill whole quantization
-  blocks falls back to f16, as llama.cpp's converter does.
+- Architecture `qwen3` (QK-norm), llama.cpp's name for exactly our layout. A model without QK-norm
+  is `llama`, whose rotary rotates interleaved pairs: its q/k rows are permuted as llama.cpp's
+  converter does. Tensor names go through the Hugging Face names (hf.py) and gguf's name table.
+- Tokenizer from the checkpoint's files (checkpoint.TOKENIZER_FILES): vocabulary from
+  tokenizer.json, roles (bos, eos, padding, unknown) from tokenizer_config.json:
+  * SentencePiece: llama.cpp's `llama` tokenizer, every piece with its type and a score of minus
+    its id (SentencePiece's BPE pieces are sorted by score); `add_space_prefix` false (llama.cpp's
+    default, true, changes every prompt); byte fallback through the `<0xNN>` pieces.
+  * bytes: a `gpt2` vocabulary whose token i is byte i and no merge that can apply, so every string
+    tokenizes to its UTF-8 bytes, U+2581 included. GGUF cannot hold an empty array and llama.cpp
+    requires the merges key, so one inert merge of two multi-character strings is written.
+  * the chat template, when the checkpoint has one.
+- Weights `f32`, `f16`, `q8_0` or `q4_0` (token embedding kept in q8_0), by gguf's quantizer; norms
+  stay f32, and a matrix whose rows do not fill whole quantization blocks falls back to f16, as
+  llama.cpp's converter does.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +30,7 @@ from torch import Tensor
 from enlace_model.checkpoint import (
     HF_TOKENIZER_CONFIG_FILE,
     HF_TOKENIZER_FILE,
+    PathLike,
     atomic_file,
     load_state_dict,
     read_model_config,
@@ -57,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["GGUF_TYPES", "export_gguf", "gguf_tensor_names"]
 
-PathLike = str | os.PathLike[str]
 GGUF_TYPES = ("f32", "f16", "q8_0", "q4_0")
 INERT_MERGE = "<0x00> <0x00>"  # see the module docstring: never applies to one-character symbols
 # The pre-tokenizer of the Qwen family: with no merges its split changes no id, and unlike
@@ -100,7 +89,7 @@ def _quantize(name: str, w: np.ndarray, outtype: str) -> tuple[np.ndarray, Any]:
     types = gguf.GGMLQuantizationType
     if w.ndim < 2 or outtype == "f32":
         return w.astype(np.float32), types.F32
-    wanted = {"f16": types.F16, "q8_0": types.Q8_0, "q4_0": types.Q4_0}[outtype]
+    wanted = types[outtype.upper()]  # F16, Q8_0, Q4_0
     if wanted == types.Q4_0 and name == "token_embd.weight":
         wanted = types.Q8_0  # the embedding (and tied head) loses most from 4 bits
     if wanted != types.F16 and w.shape[-1] % gguf.GGML_QUANT_SIZES[wanted][0]:
@@ -124,16 +113,12 @@ def _tensors(cfg: ModelConfig, state: Mapping[str, Tensor], outtype: str):
 def _add_hyperparameters(w: Any, cfg: ModelConfig, name: str, outtype: str) -> None:
     import gguf
 
-    file_types = {
-        "f32": gguf.LlamaFileType.ALL_F32,
-        "f16": gguf.LlamaFileType.MOSTLY_F16,
-        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-        "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
-    }
     w.add_name(name)
     w.add_license(WEIGHTS_LICENSE)
     w.add_languages(["es"])
-    w.add_file_type(file_types[outtype])
+    w.add_file_type(
+        gguf.LlamaFileType[{"f32": "ALL_F32"}.get(outtype, f"MOSTLY_{outtype.upper()}")]
+    )
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_vocab_size(cfg.vocab_size)
     w.add_context_length(cfg.context_length)

@@ -1,19 +1,9 @@
 """The Hugging Face mapping: Enlace's state-dict keys and config ↔ Qwen3 / Llama.
 
 The model follows Hugging Face's conventions (rotary on halves, per-head QK-norm before the
-rotation, no biases, SwiGLU), so the mapping is a renaming of keys, never a permutation:
-
-    embed.weight                  → model.embed_tokens.weight
-    layers.{i}.attn_norm.weight   → model.layers.{i}.input_layernorm.weight
-    layers.{i}.attn.*             → model.layers.{i}.self_attn.*   (q/k/v/o_proj, q_norm, k_norm)
-    layers.{i}.mlp_norm.weight    → model.layers.{i}.post_attention_layernorm.weight
-    layers.{i}.mlp.*              → model.layers.{i}.mlp.*         (gate/up/down_proj)
-    norm.weight                   → model.norm.weight
-    lm_head.weight                → lm_head.weight  (untied heads; tied ones have none)
-
-A model with QK-norm maps to `Qwen3ForCausalLM`; one without (qk_norm: false) to
-`LlamaForCausalLM`, which is the same network minus the q/k norms. Used by the export (writing)
-and by checkpoint.py (reading an exported folder back).
+rotation, no biases, SwiGLU), so the mapping is a renaming of keys (_NAMES), never a permutation.
+A model with QK-norm maps to `Qwen3ForCausalLM`; one without to `LlamaForCausalLM`, the same
+network minus the q/k norms. Used by the export (writing) and checkpoint.py (reading back).
 """
 
 from __future__ import annotations

@@ -1,52 +1,28 @@
 """The Enlace decoder-only transformer, top to bottom: norm, rotary, attention, MLP, block, model.
 
 Architecture choices, and why:
-- Pre-norm blocks (RMSNorm → attention → residual; RMSNorm → MLP → residual) and a final RMSNorm:
-  the stable recipe of Llama/Qwen; RMSNorm has a learned scale and no bias, computed in float32.
-- No biases anywhere: they add parameters and nothing measurable at this scale, and the Hugging Face
-  Qwen3/Llama layouts we export to have none.
-- Rotary position embeddings with the Hugging Face convention (the head dimension split in two
-  halves, `rotate_half`), not the interleaved-pairs convention: the export is then a renaming of
-  keys, never a permutation of q/k weights.
-- Grouped-query attention: `n_kv_heads` key/value heads shared by `n_heads` query heads (query head
-  h reads kv head h // (n_heads / n_kv_heads), PyTorch's and Hugging Face's convention). It shrinks
-  the KV cache and the bytes read per generated token.
-- QK-norm: a learned RMSNorm over the head dimension of q and k, per head, applied before the
-  rotation (Qwen3's placement). It bounds the attention logits, which keeps float16 training on the
-  2060 stable.
-- Attention through `F.scaled_dot_product_attention` with the backend chosen by the caller
-  (`flash`, `mem_efficient`, `math`, `auto`) and *enforced* with `sdpa_kernel`: a forced backend
-  that cannot run raises `AttentionBackendError` instead of silently falling back. `enable_gqa` is
-  honoured by the flash and math kernels only, so for `mem_efficient` (the 2060's kernel) the
-  key/value heads are expanded before the call; `auto` expands them on CUDA (so every fused kernel
-  is eligible) and not on CPU.
-  The backend is the model's `attention` attribute, read at call time: nothing is stored in the
-  layers, so moving the model to another device needs no bookkeeping.
-- A single-query path for decoding (one new token against the KV cache): two small matmuls and a
-  softmax, no SDPA dispatch. It is the math kernel's computation, so it is used for `auto` and
-  `math`; a forced fused backend keeps going through SDPA even when decoding. (generation.py has
-  the KV cache and the decoding loop.)
-- SwiGLU MLP (silu(gate) * up → down), hidden width from the config.
-- The LM head is tied to the token embedding or separate, by config. When tied there is no
-  `lm_head` parameter at all (the forward uses the embedding matrix), so the state dict holds each
-  tensor once.
-- Loss: cross-entropy plus z-loss, weight × mean(logsumexp(logits)²) over non-ignored positions
-  (PaLM); both computed from one fused log_softmax in float32 and returned as parts. Targets equal to -1
-  are ignored.
-- Initialisation: every matrix N(0, init_std) (0.02 by default, GPT-2/nanoGPT), the two residual
-  output projections (o_proj, down_proj) scaled by 1/sqrt(2·n_layers) so the residual stream's
-  variance does not grow with depth (GPT-2), norm weights 1.
+- Pre-norm blocks and a final RMSNorm (learned scale, no bias, float32): Llama/Qwen's stable recipe.
+  No biases anywhere: nothing measurable at this scale, and the Qwen3/Llama layouts have none.
+- Rotary embeddings in Hugging Face's convention (halves, `rotate_half`), so the export renames
+  keys and never permutes q/k weights.
+- Grouped-query attention (query head h reads kv head h // (n_heads / n_kv_heads)): a smaller KV
+  cache and fewer bytes read per generated token.
+- QK-norm (per-head RMSNorm of q and k before the rotation, Qwen3's placement): bounds the
+  attention logits, which keeps float16 training on the 2060 stable.
+- `F.scaled_dot_product_attention` with the backend (`flash`, `mem_efficient`, `math`, `auto`)
+  *enforced* by `sdpa_kernel`: a forced backend that cannot run raises `AttentionBackendError`
+  instead of falling back. `enable_gqa` works in the flash and math kernels only, so kv heads are
+  expanded for `mem_efficient` (the 2060's kernel) and for `auto` on CUDA. The backend is read at
+  call time from the model's `attention` attribute: moving the model needs no bookkeeping.
+- Decoding one token against the KV cache under `auto`/`math` skips SDPA's dispatch: two small
+  matmuls and a softmax, the math kernel's computation (generation.py has the cache and loop).
+- SwiGLU MLP. The LM head is tied to the embedding or separate, by config; tied means no
+  `lm_head` parameter at all, so the state dict holds each tensor once.
+- Loss: cross-entropy plus z-loss (PaLM) from one fused float32 log_softmax; targets -1 ignored.
+- Init: matrices N(0, init_std); o_proj and down_proj scaled by 1/sqrt(2·n_layers) so the
+  residual stream's variance does not grow with depth (GPT-2); norm weights 1.
 
-State-dict keys (a file format; the Hugging Face names in brackets, see export.py):
-  embed.weight [model.embed_tokens.weight]
-  layers.{i}.attn_norm.weight [model.layers.{i}.input_layernorm.weight]
-  layers.{i}.attn.{q,k,v,o}_proj.weight [model.layers.{i}.self_attn.{q,k,v,o}_proj.weight]
-  layers.{i}.attn.{q,k}_norm.weight [model.layers.{i}.self_attn.{q,k}_norm.weight]
-  layers.{i}.mlp_norm.weight [model.layers.{i}.post_attention_layernorm.weight]
-  layers.{i}.mlp.{gate,up,down}_proj.weight [model.layers.{i}.mlp.{gate,up,down}_proj.weight]
-  norm.weight [model.norm.weight]
-  lm_head.weight [lm_head.weight] (untied heads only)
-
+The state-dict keys are a file format (hf.py maps them to Hugging Face's names).
 Shapes: B batch, T sequence, C d_model, H query heads, KV key/value heads, D head_dim, V vocab,
 L cache length.
 """
@@ -277,8 +253,7 @@ class Transformer(nn.Module):
         self.rope_sin: Tensor
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.attention = "auto"  # the SDPA backend, read at call time (set_attention checks it)
-        self.set_attention(attention)
+        self.set_attention(attention)  # the SDPA backend, read at call time
         self.init_weights()
 
     # --- set-up ---------------------------------------------------------------------------------
@@ -287,16 +262,15 @@ class Transformer(nn.Module):
         """The documented initialisation (see the module docstring); also rebuilds the rotary
         tables, so a model materialised from the meta device (`to_empty`) is complete."""
         std = self.cfg.init_std
-        residual_std = std / math.sqrt(2 * self.cfg.n_layers)
+        res = std / math.sqrt(2 * self.cfg.n_layers)
         nn.init.normal_(self.embed.weight, mean=0.0, std=std)
         for layer in self.layers:
             assert isinstance(layer, Block)
-            for lin in (layer.attn.q_proj, layer.attn.k_proj, layer.attn.v_proj):
-                nn.init.normal_(lin.weight, mean=0.0, std=std)
-            nn.init.normal_(layer.attn.o_proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(layer.mlp.gate_proj.weight, mean=0.0, std=std)
-            nn.init.normal_(layer.mlp.up_proj.weight, mean=0.0, std=std)
-            nn.init.normal_(layer.mlp.down_proj.weight, mean=0.0, std=residual_std)
+            a, m = layer.attn, layer.mlp
+            # in this order: the weights drawn depend on it
+            for lin, s in ((a.q_proj, std), (a.k_proj, std), (a.v_proj, std), (a.o_proj, res),
+                           (m.gate_proj, std), (m.up_proj, std), (m.down_proj, res)):  # fmt: skip
+                nn.init.normal_(lin.weight, mean=0.0, std=s)
         for module in self.modules():
             if isinstance(module, RMSNorm):
                 nn.init.ones_(module.weight)
