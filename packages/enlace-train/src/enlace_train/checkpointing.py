@@ -1,22 +1,15 @@
 """The trainer's checkpoints: one `save` and one `resume_or_init`, for one process or many.
 
-The layout and the atomic write belong to enlace_model.checkpoint (RUN_DIR/checkpoints/step_<N>/ with
-model.safetensors, model.json, trainer_state.pt and a COMPLETE marker holding every file's sha256,
-written last, then fsync and rename). This module adds what only the trainer knows: the contents of
-trainer_state.pt, which checkpoint a run continues from, keeping the last K, and what may change
-when a run is resumed.
+The layout and the atomic write belong to enlace_model.checkpoint. This module adds what only the
+trainer knows: trainer_state.pt, which checkpoint a run continues from, keeping the last K, and
+what may change on resume. The collectives of distributed.py are no-ops for one process. Rank 0
+writes every file except, under FSDP2, each rank's shard of model and optimizer in ``distcp/``
+(``torch.distributed.checkpoint``, which re-shards on load); ``model.safetensors`` is always the
+full model, so ``load_model`` and the export read any run's checkpoint alike.
 
-The same code serves a single process and a torchrun job: the collectives of distributed.py are
-no-ops for one process. Rank 0 writes every file except, under FSDP2, each rank's own shard of the
-model and optimizer in ``distcp/`` (``torch.distributed.checkpoint``, which also re-shards on load);
-``model.safetensors`` is always the full model, so ``load_model`` and the export read any run's
-checkpoint alike. Every rank's RNG and loader state is stored under ``rank_states``.
-
-Nothing is discarded silently. A checkpoint that fails verification (hashes, a COMPLETE marker
-listing no files, weights that are not this model's, a trainer state that is not ours) is skipped
-with a warning naming it and why, and moved to ``checkpoints/corrupt/`` so that pruning never counts
-it. A run directory whose checkpoints all fail stops with the list, unless the user asks for
-``train.on_corrupt_checkpoints=restart``.
+Nothing is discarded silently: a checkpoint that fails verification is skipped with a warning and
+moved to ``checkpoints/corrupt/`` (so pruning never counts it); when all fail the run stops with
+the list, unless ``train.on_corrupt_checkpoints=restart``.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ import shutil
 import zipfile
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +40,7 @@ from enlace_model.checkpoint import (
     load_state_dict,
     resolve_checkpoint,
     save_model,
+    step_dirs,
     verify_checkpoint,
 )
 
@@ -145,13 +139,7 @@ def trainer_state(training: Training, resolved: ResolvedConfig) -> dict[str, Any
     sharded = distributed.is_sharded(training.model)
     return {
         "format": TRAINER_STATE_FORMAT,
-        "step": prog.step,
-        "tokens_seen": prog.tokens_seen,
-        "skipped_steps": prog.skipped_steps,
-        "skip_streak": prog.skip_streak,
-        "best_val_bpb": prog.best_val_bpb,
-        "best_step": prog.best_step,
-        "elapsed_s": prog.elapsed_s,
+        **asdict(prog),
         "optimizer": None if sharded else training.optimizer.state_dict(),  # FSDP: in distcp/
         "scheduler": {"kind": "wsd", "step": prog.step},
         "grad_scaler": training.scaler.state_dict(),
@@ -172,69 +160,48 @@ def save(
     resolved: ResolvedConfig,
     *,
     extra_files: Callable[[Path], None] | None = None,
+    best: bool = False,
 ) -> Path:
     """Write RUN_DIR/checkpoints/step_<step>/ atomically, then keep only the newest
     `train.keep_checkpoints`. Every rank calls it; rank 0 owns the temporary directory, writes
-    COMPLETE and renames it."""
-    info, model = training.info, training.model
-    run_dir, step = Path(resolved.config.run.out_dir), training.progress.step
-    state = trainer_state(training, resolved)
-    per_rank = {"rng": state["rng"], "loader": state["loader"]}
-    state[RANK_STATES_KEY] = distributed.gather_objects(_to_cpu(per_rank), info)
-    writing = atomic_checkpoint(run_dir, step) if info.is_main else nullcontext(None)
+    COMPLETE and renames it. `best`: the weights (and `extra_files`) only, to checkpoints/best/,
+    replacing the previous best: never resumed from nor pruned, read like any checkpoint."""
+    info, model, step = training.info, training.model, training.progress.step
+    run_dir = Path(resolved.config.run.out_dir)
+    state = None if best else trainer_state(training, resolved)
+    if state is not None:
+        per_rank = {"rng": state["rng"], "loader": state["loader"]}
+        state[RANK_STATES_KEY] = distributed.gather_objects(_to_cpu(per_rank), info)
+    name = BEST_DIR if best else f"step_{step}"
+    writing = atomic_checkpoint(run_dir, step, name=name) if info.is_main else nullcontext(None)
     with writing as tmp:
-        local = Path(tmp) if tmp is not None else None
+        local = Path(tmp) if tmp is not None else None  # None on ranks other than 0
         _save_full_model(local, model, resolved.config.model, info)
-        if distributed.is_sharded(model):
-            _save_sharded(_shared_directory(local, info), model, training.optimizer)
-        if local is not None:  # rank 0
+        if state is not None and distributed.is_sharded(model):
+            shared = distributed.broadcast_object(str(local), info)  # rank 0's directory
+            _save_sharded(Path(shared), model, training.optimizer)
+        if local is not None and state is not None:
             torch.save(state, local / TRAINER_STATE_FILE)
-            if extra_files is not None:
-                extra_files(local)
-    path = run_dir / CHECKPOINTS_DIR / f"step_{step}"
-    if info.is_main:
-        prune_checkpoints(run_dir, resolved.config.train.keep_checkpoints)
-    distributed.barrier(info)  # nobody moves on (or exits) before the checkpoint is complete
-    return path
-
-
-def save_best(
-    training: Training, resolved: ResolvedConfig, *, extra_files: Callable[[Path], None] | None
-) -> Path:
-    """Write the weights (and tokenizer files) of the best evaluation so far to
-    RUN_DIR/checkpoints/best/, atomically, replacing the previous best. Not a step directory: a run
-    never resumes from it and pruning never touches it; `load_model`, `sample` and the exports read
-    it like any checkpoint. Every rank calls it (FSDP gathers the full weights)."""
-    info, run_dir = training.info, Path(resolved.config.run.out_dir)
-    writing = (
-        atomic_checkpoint(run_dir, training.progress.step, name=BEST_DIR)
-        if info.is_main
-        else nullcontext(None)
-    )
-    with writing as tmp:
-        local = Path(tmp) if tmp is not None else None
-        _save_full_model(local, training.model, resolved.config.model, info)
         if local is not None and extra_files is not None:
             extra_files(local)
-    distributed.barrier(info)
-    return run_dir / CHECKPOINTS_DIR / BEST_DIR
+    if info.is_main and not best:
+        prune_checkpoints(run_dir, resolved.config.train.keep_checkpoints)
+    distributed.barrier(info)  # nobody moves on (or exits) before the checkpoint is complete
+    return run_dir / CHECKPOINTS_DIR / name
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:
-    """Keep the newest `keep` complete checkpoints. Only verified ones are here to count: the ones
-    that failed verification were moved to checkpoints/corrupt/ when the run started (newer than
-    the resumed one: any failure; older: a hash mismatch), so the checkpoint just written is the
-    newest and the ones kept beside it are good."""
-    complete = list_checkpoints(run_dir)
-    for old in complete[:-keep] if keep > 0 else []:
+    """Keep the newest `keep` complete checkpoints (the ones that failed verification were moved
+    to checkpoints/corrupt/ at start-up, so those kept beside the new one are good)."""
+    for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
 
 
 def _save_full_model(
     directory: Path | None, model: torch.nn.Module, model_cfg: ModelConfig, info: DistInfo
 ) -> None:
-    """model.safetensors + model.json (`save_model`'s files, the single-process ones) from rank 0
-    into `directory`. Every rank calls it: under FSDP2 gathering the full weights is collective."""
+    """`save_model`'s files from rank 0 into `directory`. Every rank calls it: under FSDP2
+    gathering the full weights is collective."""
     if not distributed.is_sharded(model):
         if directory is not None:
             save_model(directory, distributed.unwrap_model(model), model_cfg)  # pyright: ignore[reportArgumentType]
@@ -257,14 +224,6 @@ def _to_cpu(obj: Any) -> Any:
     return obj
 
 
-def _shared_directory(directory: Path | None, info: DistInfo) -> Path:
-    """Rank 0's directory (a checkpoint's temporary folder), on every rank."""
-    path = distributed.broadcast_object(str(directory) if directory is not None else None, info)
-    if path is None:
-        raise RuntimeError("rank 0 did not provide a directory")
-    return Path(path)
-
-
 def has_sharded_state(checkpoint: Path) -> bool:
     """Whether a checkpoint carries FSDP shards (model and optimizer) in ``distcp/``."""
     return (Path(checkpoint) / SHARDED_DIR / ".metadata").is_file()
@@ -282,10 +241,8 @@ def _save_sharded(
 
 
 def load_sharded(directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Load model and optimizer from ``directory/distcp``, re-sharded to this world size.
-
-    Works for a plain model in a single process too (the shards are assembled).
-    """
+    """Load model and optimizer from ``directory/distcp``, re-sharded to this world size (a plain
+    model in a single process too)."""
     import warnings
 
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -299,15 +256,11 @@ def load_sharded(directory: Path, model: torch.nn.Module, optimizer: torch.optim
             f"train.init_from={directory}."
         )
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optimizer": optim_sd}
     with warnings.catch_warnings():
-        # Without a process group (a single process resuming an FSDP run) DCP says it assumes a
-        # single-process load: that is the intent here.
+        # Without a process group DCP warns that it assumes a single-process load: the intent.
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        load(state, checkpoint_id=Path(directory) / SHARDED_DIR)
-    set_state_dict(
-        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"]
-    )
+        load({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=directory / SHARDED_DIR)
+    set_state_dict(model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -347,14 +300,9 @@ def rank_resume_state(
 ) -> tuple[dict[str, Any], str | None]:
     """This rank's RNG and loader state from a checkpoint, and a warning when the world size changed.
 
-    World-size policy: supported, never silently. The loader state counts *global* samples and
-    every rank walks the same global stream (rank r takes the r-th block of each step's
-    ``world_size * micro_batch`` samples), and the accumulation is re-derived so the global batch
-    stays the config's. So each optimizer step sees the same samples at any world size; what
-    changes is the order of the floating-point sums over ranks and micro-steps, so the resumed
-    run is no longer bit-exact — the returned warning says so, and the trainer logs it.
-    Checkpoints without a per-rank list count as written by one process.
-    """
+    The loader state counts *global* samples and the accumulation is re-derived, so every step sees
+    the same samples at any world size; only the order of the floating-point sums changes, so the
+    run is no longer bit-exact, and the warning says so. No per-rank list: one process wrote it."""
     states: list[dict[str, Any]] = list(trainer_state.get(RANK_STATES_KEY) or [])
     if not states:
         states = [{"rng": trainer_state["rng"], "loader": trainer_state["loader"]}]
@@ -401,11 +349,9 @@ def _check_optimizer_state(state: dict[str, Any], optimizer: torch.optim.Optimiz
 def read_checkpoint(
     path: Path, training: Training, resolved: ResolvedConfig, *, verify: bool
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor] | None, list[str]]:
-    """The trainer state, the full weights (None for an FSDP checkpoint, read from its shards) and
-    the allowed config changes of a checkpoint, checked before anything is loaded: CheckpointError
-    when the checkpoint is damaged or not this trainer's, ResumeError when this config may not
-    continue it. `verify`: also check every file's sha256 (rank 0 does; the others read the
-    files it verified)."""
+    """(trainer state, full weights or None for FSDP shards, allowed config changes), checked
+    before anything is loaded: CheckpointError when the checkpoint is damaged or not this
+    trainer's, ResumeError when this config may not continue it. `verify`: check the sha256s."""
     if verify:
         verify_checkpoint(path)
         verify_checkpoint(path, (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE))  # all listed
@@ -415,11 +361,9 @@ def read_checkpoint(
     allowed = check_resume_allowed(
         state["config"], resolved.to_dict(), resolved.origins, checkpoint=path, step=state["step"]
     )
+    allow = resolved.config.train.allow_thread_change
     check_threads(
-        state["num_threads"],
-        torch.get_num_threads(),
-        allow_change=resolved.config.train.allow_thread_change,
-        checkpoint=path,
+        state["num_threads"], torch.get_num_threads(), allow_change=allow, checkpoint=path
     )
     # Same config, so the files must fit this model and optimizer: if not, they were replaced.
     weights = None
@@ -433,23 +377,14 @@ def read_checkpoint(
     return state, weights, allowed
 
 
-def _step_dirs(run_dir: Path) -> list[Path]:
-    """Every checkpoints/step_<N> directory of a run, newest first, complete or not."""
-    root = run_dir / CHECKPOINTS_DIR
-    found = [p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
-    return sorted(found, key=lambda p: checkpoint_step(p) or 0, reverse=True)
-
-
 def choose_checkpoint(
     run_dir: Path, training: Training, resolved: ResolvedConfig
 ) -> tuple[Path | None, Any, list[tuple[Path, str]]]:
     """The newest checkpoint that reads back whole on every rank: (its path, what
-    `read_checkpoint` read, the newer ones that failed and why). Collective: every rank reads each candidate in turn."""
+    `read_checkpoint` read, the newer ones that failed and why). Collective."""
     info = training.info
-    has_root = (run_dir / CHECKPOINTS_DIR).is_dir() if info.is_main else False
-    candidates = distributed.broadcast_object(
-        [str(p) for p in _step_dirs(run_dir)] if has_root else [], info
-    )
+    newest_first = [str(p) for p in reversed(step_dirs(run_dir))] if info.is_main else []
+    candidates = distributed.broadcast_object(newest_first, info)
     failed: list[tuple[Path, str]] = []
     for candidate in map(Path, candidates):
         read, problem = None, None
@@ -467,7 +402,7 @@ def _older_failing(run_dir: Path, chosen: Path) -> list[tuple[Path, str]]:
     """The checkpoints older than the one resumed whose files fail their hashes: pruning must
     not count them among the ones it keeps."""
     failing = []
-    for older in _step_dirs(run_dir):
+    for older in reversed(step_dirs(run_dir)):
         if (checkpoint_step(older) or 0) < (checkpoint_step(chosen) or 0):
             try:
                 verify_checkpoint(older)
@@ -535,24 +470,15 @@ def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any)
     if world_size_warning:
         log.warning(world_size_warning)
     training.progress = TrainProgress(
-        state["step"],
-        state["tokens_seen"],
-        state["skipped_steps"],
-        state["elapsed_s"],
-        state.get("skip_streak", 0),
-        state.get("best_val_bpb"),
-        state.get("best_step"),
+        **{f.name: state.get(f.name, f.default) for f in fields(TrainProgress)}
     )
     training.init_from = state.get("init_from")
     metrics = Path(resolved.config.run.out_dir) / METRICS_FILE
     kept = truncate_metrics(metrics, state["step"]) if info.is_main else 0
+    changes = f"; allowed changes: {'; '.join(allowed)}" if allowed else ""
+    name, step = resolved.config.run.name, state["step"]
     log.info(
-        "resuming %s from %s (step %d; metrics.jsonl cut back to %d rows)%s",
-        resolved.config.run.name,
-        path,
-        state["step"],
-        kept,
-        f"; allowed changes: {'; '.join(allowed)}" if allowed else "",
+        f"resuming {name} from {path} (step {step}; metrics.jsonl cut back to {kept} rows){changes}"
     )
 
 
@@ -590,11 +516,9 @@ def _init(training: Training, resolved: ResolvedConfig) -> None:
     if optimizer_state is not None:
         distributed.refuse_sharded(training.model, "train.init_optimizer")
         training.optimizer.load_state_dict(optimizer_state)
+    also = " and optimizer state" if tc.init_optimizer else ""
     log.info(
-        "new run %s initialised from %s (weights%s; not an exact resume)",
-        cfg.run.name,
-        source,
-        " and optimizer state" if tc.init_optimizer else "",
+        f"new run {cfg.run.name} initialised from {source} (weights{also}; not an exact resume)"
     )
 
 
@@ -602,26 +526,11 @@ def _init(training: Training, resolved: ResolvedConfig) -> None:
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in tree.items():
-        dotted = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat.update(flatten(value, dotted + "."))
+            flat |= flatten(value, f"{prefix}{key}.")
         else:
-            flat[dotted] = value
+            flat[f"{prefix}{key}"] = value
     return flat
-
-
-def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(key, value in the checkpoint, value now) for every key whose value differs."""
-    old, new = flatten(saved), flatten(current)
-    missing = object()
-    changes = []
-    for key in sorted(old.keys() | new.keys()):
-        before, after = old.get(key, missing), new.get(key, missing)
-        if before != after:
-            changes.append(
-                (key, None if before is missing else before, None if after is missing else after)
-            )
-    return changes
 
 
 def check_resume_allowed(
@@ -635,7 +544,11 @@ def check_resume_allowed(
     """Raise ResumeError listing every change outside RESUME_MAY_CHANGE; return the allowed ones."""
     refused: list[str] = []
     allowed: list[str] = []
-    for key, before, after in config_changes(saved, current):
+    old, new = flatten(saved), flatten(current)
+    for key in sorted(old.keys() | new.keys()):
+        before, after = old.get(key), new.get(key)
+        if (key in old, before) == (key in new, after):
+            continue
         where = f" (set by {origins[key]})" if key in origins else ""
         line = f"{key}: {before!r} -> {after!r}{where}"
         if key == "train.max_steps" and isinstance(after, int) and after < max(before or 0, step):
@@ -668,8 +581,6 @@ def check_threads(saved: int, now: int, *, allow_change: bool, checkpoint: Path)
             "with train.allow_thread_change=true."
         )
     log.warning(
-        "WARNING: resuming with %d CPU threads instead of the checkpoint's %d "
-        "(train.allow_thread_change=true): the run is no longer bit-exact.",
-        now,
-        saved,
+        f"WARNING: resuming with {now} CPU threads instead of the checkpoint's {saved} "
+        "(train.allow_thread_change=true): the run is no longer bit-exact."
     )

@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 USAGE = """\
 enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
@@ -49,16 +50,17 @@ def _write_json(path: str, data: object) -> None:
         json.dump(data, f, indent=2)
 
 
+def _parser(prog: str, description: str | None, **kw: Any) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=description, **kw)
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
 def _train_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="enlace-train",
-        usage=USAGE,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    raw = argparse.RawDescriptionHelpFormatter
+    p = _parser("enlace-train", __doc__, usage=USAGE, formatter_class=raw)
     p.add_argument("config", help="a run file, e.g. configs/runs/smoke-cpu.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -99,37 +101,35 @@ def _sampling_options(
 
 
 def _sample_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="enlace-train sample",
-        description="Sample text from a run's newest checkpoint (or a checkpoint directory).",
+    p = _parser(
+        "enlace-train sample",
+        "Sample text from a run's newest checkpoint (or a checkpoint directory).",
     )
     p.add_argument("run_dir", help="a run directory (runs/NAME) or one checkpoint directory")
     p.add_argument("--prompt", required=True, help="text to continue")
     _sampling_options(p, max_new_tokens=200, temperature=0.8, top_p=None, seed=1337)
     p.add_argument("--top-k", type=_number(int, 1), default=None)
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
 def _chat_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="enlace-train chat",
-        description="Talk to a chat model (a chat run's newest checkpoint, or a checkpoint "
-        "directory): streamed replies, history, /reset, /salir.",
+    p = _parser(
+        "enlace-train chat",
+        "Talk to a chat model (a chat run's newest checkpoint, or a checkpoint directory): "
+        "streamed replies, history, /reset, /salir.",
     )
     p.add_argument("checkpoint", help="a run directory (runs/NAME) or one checkpoint directory")
     p.add_argument("--system", default=None, help="a system prompt for the conversation")
     _sampling_options(p, max_new_tokens=256, temperature=0.7, top_p=0.9, seed=None)
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
 def _eval_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="enlace-train eval",
-        description="Bits per byte of a model on UTF-8 text files, scored with a sliding window "
-        "(every byte once; enlace_train/evaluate_text.py documents the rules). Prints one line, "
-        "then the result as JSON (or writes it to --json).",
+    p = _parser(
+        "enlace-train eval",
+        "Bits per byte of a model on UTF-8 text files, scored with a sliding window (every byte "
+        "once; enlace_train/evaluate_text.py documents the rules). Prints one line, then the "
+        "result as JSON (or writes it to --json).",
     )
     p.add_argument("model", help="a run directory, a checkpoint directory or an exported folder")
     p.add_argument("files", nargs="+", help="UTF-8 text files")
@@ -141,7 +141,6 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--json", default=None, help="write the JSON result here instead of stdout")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -160,16 +159,10 @@ def chat_cli(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "sample":
-        return sample_main(args[1:])
-    if args and args[0] == "chat":
-        return chat_cli(args[1:])
-    if args and args[0] == "eval":
-        return eval_main(args[1:])
-    if args and args[0] == "report":
-        return report_main(args[1:])
-    if args and args[0] == "lm-eval":
-        return lm_eval_main(args[1:])
+    verbs = {"sample": sample_main, "chat": chat_cli, "eval": eval_main}
+    verbs |= {"report": report_main, "lm-eval": lm_eval_main}
+    if args and args[0] in verbs:
+        return verbs[args[0]](args[1:])
     ns = _train_parser().parse_args(args)
     return train_main(ns.config, ns.overrides, debug=ns.debug)
 
@@ -275,14 +268,13 @@ def eval_main(argv: Sequence[str]) -> int:
 
 
 def report_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="enlace-train report",
-        description="Write report.md, PNG plots (loss, validation bits/byte, lr, gradient norm, "
-        "tokens/s against tokens seen; one line per run) and report.json for run directories.",
+    p = _parser(
+        "enlace-train report",
+        "Write report.md, PNG plots (loss, validation bits/byte, lr, gradient norm, tokens/s "
+        "against tokens seen; one line per run) and report.json for run directories.",
     )
     p.add_argument("runs", nargs="+", help="run directories (runs/NAME)")
     p.add_argument("--out", default=None, help="report folder (default: FIRST_RUN/report)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.report import write_report
@@ -299,10 +291,10 @@ def report_main(argv: Sequence[str]) -> int:
 def lm_eval_main(argv: Sequence[str]) -> int:
     from enlace_train.harness import SPANISH_TASKS
 
-    p = argparse.ArgumentParser(
-        prog="enlace-train lm-eval",
-        description="Spanish benchmarks through EleutherAI's lm-eval on the Hugging Face export "
-        "(a run or checkpoint is exported first). Needs enlace-train[lm-eval] and the Hub.",
+    p = _parser(
+        "enlace-train lm-eval",
+        "Spanish benchmarks through EleutherAI's lm-eval on the Hugging Face export (a run or "
+        "checkpoint is exported first). Needs enlace-train[lm-eval] and the Hub.",
     )
     p.add_argument("model", help="a run directory, a checkpoint or an exported folder")
     p.add_argument("--tasks", default=",".join(SPANISH_TASKS), help="comma-separated task names")
@@ -312,7 +304,6 @@ def lm_eval_main(argv: Sequence[str]) -> int:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="examples per task (a quick look)")
     p.add_argument("--json", default=None, help="write the results here too")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.harness import run_lm_eval

@@ -1,29 +1,12 @@
 """Running one training job on several processes: torchrun, DDP, FSDP2 and their collectives.
 
 Everything the trainer needs to know about other ranks lives here, so that the loop stays the
-single-process loop with a few calls at fixed points:
+single-process loop with a few calls at fixed points; without torchrun's environment every call
+is a no-op. The small collectives (metrics, the stop flag, objects) run on a gloo "control" group
+over CPU tensors, so they never wait on the GPU's queue. Checkpoint files are checkpointing.py's.
 
-- ``bind_local_device(hardware.device)`` first (no collective: each rank on its own GPU before
-  anything touches CUDA), then ``init_distributed(hardware.device)`` once the config and the
-  hardware have been validated on this rank. Without torchrun's environment it returns the
-  single-process ``DistInfo`` and touches nothing. Under torchrun it picks the backend from the
-  hardware profile (NCCL on CUDA, gloo on CPU), joins the process group with a finite timeout,
-  and opens a gloo "control" group for the small collectives (metrics, the stop flag, objects),
-  which then run on CPU tensors and never wait on the GPU's queue.
-- ``wrap_model(model, parallelism, info)``: DDP (whole-model replica, gradients all-reduced) or
-  FSDP2 (``fully_shard`` on every transformer block, then on the root).
-- ``gradient_sync(model, enabled)`` around each micro-step: accumulation micro-steps skip the
-  gradient reduction (DDP ``no_sync``, FSDP2 ``set_requires_gradient_sync(False)``).
-- ``clip_grad_norm(model, max_norm)`` works on plain and sharded (DTensor) gradients alike.
-- ``reduce_mean`` / ``any_rank`` / ``gather_objects`` / ``broadcast_object`` for metrics,
-  evaluation, the stop flag and per-rank state.
-- ``consolidated_state_dict`` / ``load_full_weights``: the full (unsharded) weights of a plain,
-  DDP or FSDP2 model, and back. Checkpoint files are written and read in checkpointing.py, one
-  path for one process or many.
-
-Bounded stop: a rank that dies ends the job through torchrun's own failure handling (it tears the
-other workers down as soon as it notices a worker exited with an error), and every collective has a
-finite process-group timeout as the backstop for a rank that hangs without dying.
+Bounded stop: a rank that dies ends the job through torchrun's own failure handling, and every
+collective has a finite process-group timeout as the backstop for a rank that hangs.
 """
 
 from __future__ import annotations
@@ -116,16 +99,12 @@ def backend_for(device: str) -> str:
 
 
 def bind_local_device(device: str, environ: Mapping[str, str] | None = None) -> None:
-    """Make this rank's GPU the current CUDA device, before anything touches CUDA. No collective.
-
-    Called before the hardware check so that each rank's checks and first allocations land on its
-    own board instead of all on GPU 0. A no-op on CPU, without torchrun, or when the local rank has
-    no GPU (``init_distributed`` then says so).
-    """
+    """Make this rank's GPU the current CUDA device before anything touches CUDA (so the hardware
+    check and first allocations land on its own board, not all on GPU 0). No collective."""
     info = read_env(environ)
     if device != "cuda" or not launched_by_torchrun(environ) or not torch.cuda.is_available():
         return
-    if info.local_rank < torch.cuda.device_count():
+    if info.local_rank < torch.cuda.device_count():  # else init_distributed says so
         torch.cuda.set_device(info.local_rank)
 
 
@@ -136,11 +115,7 @@ def init_distributed(
     environ: Mapping[str, str] | None = None,
 ) -> DistInfo:
     """Join the job's process group if torchrun started us; otherwise the single-process info.
-
-    ``device`` is the hardware profile's ``hardware.device``. Call it on every rank after the
-    config and the hardware have been validated (those checks run on each rank before any
-    collective, so a bad profile fails fast everywhere instead of leaving peers waiting).
-    """
+    Called after the hardware check, so a bad profile fails on every rank before any collective."""
     info = read_env(environ)
     if not launched_by_torchrun(environ):
         return DistInfo(device=torch.device(device))
@@ -158,10 +133,8 @@ def init_distributed(
     else:
         local_device = torch.device("cpu")
     if not dist.is_initialized():
-        if backend == "nccl":
-            dist.init_process_group(backend, timeout=timeout, device_id=local_device)
-        else:
-            dist.init_process_group(backend, timeout=timeout)
+        device_id = local_device if backend == "nccl" else None
+        dist.init_process_group(backend, timeout=timeout, device_id=device_id)
     return DistInfo(
         rank=dist.get_rank(),
         world_size=dist.get_world_size(),
@@ -180,8 +153,6 @@ def shutdown(info: DistInfo) -> None:
 
 
 # --------------------------------------------------------------------------- model wrapping
-
-
 def transformer_blocks(model: nn.Module) -> nn.ModuleList:
     """The model's list of transformer blocks (the FSDP2 sharding unit)."""
     for name in ("layers", "blocks"):
@@ -195,11 +166,9 @@ def transformer_blocks(model: nn.Module) -> nn.ModuleList:
 
 
 def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn.Module:
-    """DDP or FSDP2 around the model (already on ``info.device``); unchanged when not distributed.
-
-    Every rank must have built the same initial weights (same seed): DDP also broadcasts rank 0's,
-    FSDP2 keeps each rank's own slice of its local copy.
-    """
+    """DDP or FSDP2 (``fully_shard`` on every block, then the root) around the model, already on
+    ``info.device``; unchanged when not distributed. Every rank must have built the same initial
+    weights (same seed): FSDP2 keeps each rank's own slice of its local copy."""
     if not info.distributed:
         return model
     if parallelism == "ddp":
@@ -242,10 +211,8 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 
 def is_sharded(model: nn.Module) -> bool:
-    """Whether FSDP2 shards this model's parameters.
-
-    Never imports FSDP (seconds of start-up): if nothing imported it, nothing was sharded.
-    """
+    """Whether FSDP2 shards this model's parameters. Never imports FSDP (seconds of start-up): if
+    nothing imported it, nothing was sharded."""
     fsdp = sys.modules.get("torch.distributed.fsdp")
     module_class = getattr(fsdp, "FSDPModule", None)
     return module_class is not None and isinstance(model, module_class)
@@ -253,11 +220,8 @@ def is_sharded(model: nn.Module) -> bool:
 
 @contextmanager
 def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
-    """Around one micro-step's forward and backward: reduce gradients across ranks only if enabled.
-
-    Accumulation micro-steps run with ``enabled=False`` and the last one with ``True``, so the
-    gradients are reduced once per optimizer step. Plain modules ignore it.
-    """
+    """Around one micro-step's forward and backward: reduce gradients across ranks only if enabled
+    (the last micro-step of an optimizer step). Plain modules ignore it."""
     from torch.nn.parallel import DistributedDataParallel
 
     if isinstance(model, DistributedDataParallel):
@@ -275,13 +239,9 @@ def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
-    """Total gradient norm over all ranks' parameters, gradients clipped to ``max_norm``.
-
-    Under FSDP2 the gradients are sharded DTensors and so is their norm: it is reduced to the
-    full value, the same on every rank, before the clip coefficient is applied. Anything else goes
-    through ``torch.nn.utils.clip_grad_norm_`` exactly as the single-process trainer always did
-    (DDP's gradients are already identical on every rank). Returns a 0-dim tensor.
-    """
+    """Total gradient norm over all ranks' parameters (0-dim), gradients clipped to ``max_norm``.
+    Under FSDP2 the norm of the sharded DTensor gradients is reduced to the full value, the same on
+    every rank, before clipping; anything else goes through ``clip_grad_norm_`` unchanged."""
     if not is_sharded(model):
         return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     from torch.distributed.tensor import DTensor
@@ -296,12 +256,8 @@ def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
 
 
 def grad_scaler_for(scaler: torch.amp.GradScaler, model: nn.Module) -> torch.amp.GradScaler:
-    """The GradScaler to use with this model: under FSDP2 with loss scaling, a sharded one.
-
-    Each rank only sees its shard of the gradients; a plain GradScaler would let one rank skip a
-    step for an inf in its shard while another steps. ``ShardedGradScaler`` all-reduces the
-    inf/nan flag so every rank makes the same decision. Disabled scalers pass through.
-    """
+    """The GradScaler to use with this model: under FSDP2 with loss scaling, a sharded one, which
+    all-reduces the inf/nan flag (a plain one would let one rank skip a step another takes)."""
     if not (is_sharded(model) and scaler.is_enabled()):
         return scaler
     from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -317,8 +273,6 @@ def grad_scaler_for(scaler: torch.amp.GradScaler, model: nn.Module) -> torch.amp
 
 
 # --------------------------------------------------------------------------- reductions
-
-
 def _all_reduce(values: Sequence[float], info: DistInfo, op: Any) -> list[float]:
     # Python floats in, Python floats out: a CPU tensor over the gloo control group.
     t = torch.tensor([float(v) for v in values], dtype=torch.float64)
@@ -341,12 +295,8 @@ def reduce_max(values: Sequence[float], info: DistInfo) -> list[float]:
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:
-    """True on every rank if it is true on any: how all ranks agree to stop at the same step.
-
-    A signal may reach the ranks at different moments; deciding per rank would leave the others
-    waiting in the next collective. Called every step: on the CPU control group it adds no GPU
-    synchronisation.
-    """
+    """True on every rank if it is true on any: how all ranks agree to stop at the same step (a
+    signal may reach them at different moments). On the CPU control group: no GPU sync."""
     return reduce_max([1.0 if flag else 0.0], info)[0] > 0
 
 
@@ -375,8 +325,6 @@ def barrier(info: DistInfo) -> None:
 
 
 # --------------------------------------------------------------------------- files and logs
-
-
 class NullMetricsWriter(MetricsWriter):
     """What ranks other than 0 write metrics to: nothing (no file is opened)."""
 
@@ -391,14 +339,9 @@ class NullMetricsWriter(MetricsWriter):
 
 
 # --------------------------------------------------------------------------- full weights
-
-
 def consolidated_state_dict(model: nn.Module, info: DistInfo) -> dict[str, torch.Tensor] | None:
-    """The full, unsharded model weights on rank 0's CPU (None elsewhere). Call on every rank.
-
-    Under FSDP2 this is a collective (each parameter is all-gathered in turn, offloaded to the
-    CPU on rank 0 only); under DDP or single-process it is rank 0's local copy.
-    """
+    """The full, unsharded model weights on rank 0's CPU (None elsewhere). Call on every rank:
+    under FSDP2 it is a collective."""
     if is_sharded(model):
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,

@@ -1,16 +1,13 @@
 """The training loop, and the plain functions it calls.
 
-Start-up runs in the order that fails fastest: the run directory and the hardware profile are
-checked (backends.py), then data and model are built and checked against each other, then the run
-is resumed from its newest usable checkpoint or started (checkpointing.py: one path for one
-process or many). Only then does `train` enter the loop, which reads top to bottom:
-schedule -> micro-steps with accumulation -> unscale, clip, check finite, step -> log -> eval ->
-checkpoint.
+Start-up runs in the order that fails fastest: run directory and hardware profile (backends.py),
+then data and model, checked against each other, then resume or start (checkpointing.py). The
+loop reads top to bottom: schedule -> micro-steps with accumulation -> unscale, clip, check
+finite, step -> log -> eval -> checkpoint.
 
 Exactness: everything that decides the numbers (weights, optimizer moments, GradScaler, RNGs, loader
 position, step) is in the checkpoint, the schedule is a function of the step, and the logged loss
-is the step's own (no running average), so a stopped and resumed CPU run writes the same losses and
-ends with the same weights, bit for bit, as one that never stopped.
+is the step's own, so a stopped and resumed CPU run matches one that never stopped, bit for bit.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from enlace_model import Transformer, build_model, count_parameters, flops_per_t
 
 from enlace_train import distributed
 from enlace_train.backends import Backend, setup_backend
-from enlace_train.checkpointing import Training, TrainProgress, resume_or_init, save, save_best
+from enlace_train.checkpointing import Training, TrainProgress, resume_or_init, save
 from enlace_train.errors import Diverged, OutOfMemory, SetupError
 from enlace_train.evaluate_text import held_out_text
 from enlace_train.metrics import (
@@ -131,12 +128,9 @@ def build_eval_batches(
 
 
 def check_memory(cfg: RunConfig, backend: Backend, world_size: int) -> None:
-    """Refuse at start-up a model and micro-batch that cannot fit the device in the best case.
-
-    A lower bound, so it never refuses a run that would fit: 12 bytes a parameter (float32 weights,
-    gradients and one optimizer moment; FSDP2 shards them over the ranks) plus the float32 logits of
-    one micro-batch and their gradient. Activations are left out: passing this promises nothing, a
-    run that fails it cannot start (and would otherwise die allocating, minutes in)."""
+    """Refuse at start-up a model and micro-batch that cannot fit the device even in the best case:
+    a lower bound of 12 bytes a parameter (float32 weights, gradients, one optimizer moment; FSDP2
+    shards them) plus one micro-batch's float32 logits and their gradient, activations left out."""
     params = count_parameters(cfg.model)
     shards = world_size if cfg.train.parallelism == "fsdp" else 1
     logits = 8 * cfg.hardware.micro_batch_size * cfg.data.context_length * cfg.model.vocab_size
@@ -261,35 +255,24 @@ def evaluate(
     return val_loss, val_bpb
 
 
-def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None]:
-    """A function that puts the run's tokenizer into a checkpoint directory, so that `sample` and
-    the export find it there. Shards without a tokenizer beside them (synthetic data): a warning
-    now, and checkpoints without a tokenizer."""
+def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None] | None:
+    """What puts the run's tokenizer into a checkpoint directory, so that `sample` and the export
+    find it there. Shards without a tokenizer beside them (synthetic data): a warning, and None."""
     from enlace_data import DataError
     from enlace_data.chat_loader import chat_tokenizer
     from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
 
     try:
         if cfg.data.kind == "chat":
-            tokenizer = chat_tokenizer(cfg.data)
-        else:
-            tokenizer = (
-                ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)
-            )
+            return chat_tokenizer(cfg.data).save
+        return (ByteTokenizer() if cfg.data.kind == "bytes" else load_tokenizer(cfg.data.path)).save
     except DataError as exc:
         log.warning(
             "WARNING: no tokenizer for the checkpoints (%s); `enlace-train sample` will "
             "need one copied in",
             exc,
         )
-        tokenizer = None
-    save = getattr(tokenizer, "save", None)
-
-    def write(directory: Path) -> None:
-        if save is not None:
-            save(directory)
-
-    return write
+        return None
 
 
 # ----------------------------------------------------------------------------- the run
@@ -394,7 +377,7 @@ def _train(
                     summary.final_val_loss, summary.final_val_bpb = val
                     if prog.best_val_bpb is None or val[1] < prog.best_val_bpb:
                         prog.best_val_bpb, prog.best_step = val[1], step
-                        save_best(training, resolved, extra_files=tokenizer_files)
+                        save(training, resolved, extra_files=tokenizer_files, best=True)
                     if cfg.data.kind == "chat" and info.is_main:
                         from enlace_train.chat_eval import log_chat_eval
 
@@ -442,25 +425,15 @@ def final_line(summary: TrainSummary) -> str:
     return f"{line}, run directory {summary.run_dir}"
 
 
-def log_start(
-    cfg: RunConfig,
-    backend: Backend,
-    loader: Loader,
-    model: Transformer,
-    accum: int,
-) -> None:
+def log_start(cfg: RunConfig, backend: Backend, loader: Loader, model: Transformer, accum: int):
     """The run's first log lines: where it writes, the hardware, the data, the model, the batch."""
     log.info("run %s -> %s | %s", cfg.run.name, cfg.run.out_dir, backend.describe())
+    params = count_parameters(model, include_embeddings=False) / 1e6
     log.info(
-        "data: %s | model: %.2fM non-embedding parameters | batch %d x %d tokens = %d micro x %d "
-        "accumulation | %d threads",
-        loader.description,
-        count_parameters(model, include_embeddings=False) / 1e6,
-        cfg.train.global_batch_size,
-        cfg.data.context_length,
-        cfg.hardware.micro_batch_size,
-        accum,
-        torch.get_num_threads(),
+        f"data: {loader.description} | model: {params:.2f}M non-embedding parameters | batch "
+        f"{cfg.train.global_batch_size} x {cfg.data.context_length} tokens = "
+        f"{cfg.hardware.micro_batch_size} micro x {accum} accumulation | "
+        f"{torch.get_num_threads()} threads"
     )
 
 
@@ -517,24 +490,15 @@ def log_step(
         peak_mem_mb=backend.peak_memory_mb(),
         skipped_steps=prog.skipped_steps,
     )
+    scaled = ""
     if scaler.is_enabled():
         row["loss_scale"] = scaler.get_scale()
+        scaled = f" | loss scale {row['loss_scale']:.0f}, skipped steps {prog.skipped_steps}"
     metrics.write(row)
+    mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a"
     log.info(
-        "step %d/%d | loss %.4f | z %.2e | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %s | elapsed %s "
-        "| ETA %s | peak mem %.0f MB%s",
-        row["step"],
-        cfg.train.max_steps,
-        row["loss"],
-        row["z_loss"],
-        row["lr"],
-        row["grad_norm"],
-        row["tokens_per_s"],
-        f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a",
-        format_duration(prog.elapsed_s),
-        format_duration(row["eta_s"]),
-        row["peak_mem_mb"],
-        f" | loss scale {row['loss_scale']:.0f}, skipped steps {prog.skipped_steps}"
-        if scaler.is_enabled()
-        else "",
+        f"step {row['step']}/{cfg.train.max_steps} | loss {row['loss']:.4f} | z {row['z_loss']:.2e} "
+        f"| lr {row['lr']:.3e} | grad norm {row['grad_norm']:.3f} | {row['tokens_per_s']:.0f} "
+        f"tok/s | MFU {mfu} | elapsed {format_duration(prog.elapsed_s)} | ETA "
+        f"{format_duration(row['eta_s'])} | peak mem {row['peak_mem_mb']:.0f} MB{scaled}"
     )
