@@ -1,24 +1,17 @@
 """The one training file that knows how boards differ.
 
-`setup_backend(hardware_config)` asks torch what this machine is (a CPU, or a CUDA board with its name
-and compute capability), checks the hardware profile against it, and either returns a `Backend`
-(device, autocast, GradScaler, fused AdamW, peak memory) or raises `HardwareError` listing every
-problem at once, each naming the profile, the board, its compute capability and the profile to use
-instead. Nothing falls back silently: a profile that asks a board for something it cannot do natively
-is refused before any data is read.
+`setup_backend(hardware_config)` asks torch what this machine is (a CPU, or a CUDA board with its
+name and compute capability), checks the profile against it, and returns a `Backend` (device,
+autocast, GradScaler, fused AdamW, memory) or raises `HardwareError` listing every problem at
+once, with the profile to use instead. Nothing falls back silently.
 
-Rules (CUDA): a profile that names its board's compute capability runs on that board only, unless
-`hardware.allow_other_board` says otherwise (the GPU check runs the 2060's float16 path on an H200
-that way); bfloat16 needs it in silicon (sm_80+; torch is asked with `including_emulation=False`,
-the compute capability is the fallback on torch versions without that argument); the flash attention
-kernel needs sm_80+ and a 16-bit dtype; torch.compile needs Triton and sm_70+. CUDA asked of a machine
-without it is told apart from a GPU whose driver is too old for the installed torch build. On CPU,
-float16 and bfloat16 autocast are allowed (slow, but they exercise the mixed-precision paths), and
-torch.compile needs a C++ compiler. float16 always runs with a GradScaler (the config enforces it).
-
-The torch.cuda functions called here are few on purpose (is_available, init, get_device_name,
-get_device_capability, is_bf16_supported): the tests simulate Turing, Ampere, Hopper, Blackwell, an
-old driver and CPU-only machines by substituting exactly these.
+Rules (CUDA): a profile that names a compute capability runs on that board only, unless
+`hardware.allow_other_board` (the GPU check runs the 2060's float16 path on an H200 that way);
+bfloat16 needs it in silicon (sm_80+); flash attention needs sm_80+ and a 16-bit dtype;
+torch.compile needs Triton and sm_70+. A machine without CUDA is told apart from a driver too old
+for the torch build. On CPU, 16-bit autocast is allowed (slow, but it exercises the
+mixed-precision paths) and torch.compile needs a C++ compiler. The torch.cuda functions called
+here are few on purpose: the tests simulate boards by substituting exactly these.
 """
 
 from __future__ import annotations
@@ -56,14 +49,11 @@ class Board:
     capability: tuple[int, int] | None = None
     bf16_native: bool = False
 
-    @property
-    def sm(self) -> str:
-        if self.capability is None:
-            return "no compute capability (CPU)"
-        return f"compute capability {self.capability[0]}.{self.capability[1]} (sm_{self.capability[0]}{self.capability[1]})"
-
     def describe(self) -> str:
-        return f"{self.name}, {self.sm}"
+        if self.capability is None:
+            return f"{self.name}, no compute capability (CPU)"
+        major, minor = self.capability
+        return f"{self.name}, compute capability {major}.{minor} (sm_{major}{minor})"
 
 
 def _cpu_board() -> Board:
@@ -98,22 +88,10 @@ def _why_no_cuda() -> str:
 
 def detect_cuda_board() -> Board:
     """The first CUDA device as torch reports it. Call only when torch.cuda.is_available()."""
-    capability = tuple(torch.cuda.get_device_capability(0))
-    cap = (int(capability[0]), int(capability[1]))
-    return Board(
-        device="cuda",
-        name=str(torch.cuda.get_device_name(0)),
-        capability=cap,
-        bf16_native=_bf16_in_silicon(cap),
-    )
-
-
-def _suggestion(board: Board) -> str:
-    if board.device == "cpu" or board.capability is None:
-        return CPU_PROFILE
-    if board.capability < (8, 0):
-        return TURING_PROFILE
-    return AMPERE_PLUS_PROFILE
+    major, minor = torch.cuda.get_device_capability(0)
+    cap = (int(major), int(minor))
+    name = str(torch.cuda.get_device_name(0))
+    return Board(device="cuda", name=name, capability=cap, bf16_native=_bf16_in_silicon(cap))
 
 
 def _has_triton() -> bool:
@@ -122,12 +100,7 @@ def _has_triton() -> bool:
 
 def _find_cxx() -> str | None:
     candidates = [os.environ["CXX"]] if os.environ.get("CXX") else []
-    candidates += ["g++", "c++", "clang++"]
-    for name in candidates:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    return next(filter(None, map(shutil.which, [*candidates, "g++", "c++", "clang++"])), None)
 
 
 def check_profile(hw: HardwareConfig, board: Board) -> list[str]:
@@ -199,9 +172,7 @@ class Backend:
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
-        return {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}[
-            self.hw.dtype
-        ]
+        return None if self.hw.dtype == "float32" else getattr(torch, self.hw.dtype)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         dtype = self.autocast_dtype
@@ -261,9 +232,13 @@ def setup_backend(hw: HardwareConfig) -> Backend:
     problems = check_profile(hw, board)
     if problems:
         listed = "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+        cap = board.capability
+        instead = (
+            CPU_PROFILE if cap is None else TURING_PROFILE if cap < (8, 0) else AMPERE_PLUS_PROFILE
+        )
         raise HardwareError(
             f"Hardware profile '{hw.name}' does not fit this machine's board {board.describe()}: "
-            f"{listed}. Use instead: {_suggestion(board)}."
+            f"{listed}. Use instead: {instead}."
         )
     if hw.num_threads is not None:
         torch.set_num_threads(hw.num_threads)

@@ -99,28 +99,22 @@ def log_chat_eval(
     model: torch.nn.Module, cfg: RunConfig, backend: Any, step: int, metrics: Any
 ) -> None:
     """Run chat_eval, write its row to metrics.jsonl and log it."""
-    result = chat_eval(model, cfg, backend.device)
+    r = chat_eval(model, cfg, backend.device)
     metrics.write(
         {
             "step": step,
-            "chat_turn_end": result.turn_end,
-            "chat_tool_call": result.tool_call,
-            "chat_spurious_calls": result.spurious_calls,
-            "chat_eval_conversations": result.conversations,
-            "chat_tool_prompts": result.tool_prompts,
+            "chat_turn_end": r.turn_end,
+            "chat_tool_call": r.tool_call,
+            "chat_spurious_calls": r.spurious_calls,
+            "chat_eval_conversations": r.conversations,
+            "chat_tool_prompts": r.tool_prompts,
         }
     )
-
-    def pct(x: float | None) -> str:
-        return "n/a" if x is None else f"{100 * x:.1f}%"
-
+    pct = [
+        "n/a" if x is None else f"{100 * x:.1f}%"
+        for x in (r.turn_end, r.tool_call, r.spurious_calls)
+    ]
     log.info(
-        "step %d | chat: turn endings %s of %d | well-formed tool calls %s of %d | spurious "
-        "calls %s",
-        step,
-        pct(result.turn_end),
-        result.conversations,
-        pct(result.tool_call),
-        result.tool_prompts,
-        pct(result.spurious_calls),
+        f"step {step} | chat: turn endings {pct[0]} of {r.conversations} | well-formed tool calls "
+        f"{pct[1]} of {r.tool_prompts} | spurious calls {pct[2]}"
     )

@@ -1,44 +1,30 @@
 """Bits per byte of a model on any UTF-8 text: the figure that compares across tokenizers.
 
-`enlace-train eval RUN_OR_CHECKPOINT FILE...` and the trainer's held-out text evaluation both call
-`score_text`. Bits per byte = the model's total negative log-likelihood of the scored tokens, in bits,
-divided by the UTF-8 bytes those tokens spell. A byte-level model and a SentencePiece model thus
-compare on the same text: one token of 4 bytes costing 8 bits is 2 bits/byte, like 4 bytes at 2.
+`enlace-train eval` and the trainer's held-out text evaluation both call `score_text`: the model's
+total negative log-likelihood of the scored tokens, in bits, over the UTF-8 bytes they spell.
 
-Sliding window (what "each byte scored once" means here). A file is tokenized whole; if the tokenizer
-has a beginning-of-text token (<|endoftext|>) that the model's vocabulary holds, it is put first,
-so every token of the text is scored; otherwise (a 256-byte model) the first token only serves as
-context and its byte is left out of the count. Windows of
-`window` tokens start every `stride` tokens. The first window scores all its predictions; each later
-one scores only its last `stride` predictions, the ones no earlier window covered. Every scored token
-thus has at least `window - stride + 1` tokens of left context (except in the first window, where it
-has all there is), and is scored exactly once. stride = window is the fastest and gives the least
-context (about window / 2 on average); stride 1 gives every token a full window and costs one forward
-pass per token. The default, window / 2, is the usual middle.
-
-Deterministic: no sampling anywhere; the same checkpoint, files, window, stride, batch size, device and
-dtype give the same figure (sums in float64).
+Sliding window. A file is tokenized whole; if the tokenizer has a beginning-of-text token the
+model's vocabulary holds, it is put first, so every token of the text is scored; otherwise (a
+256-byte model) the first token is context only and its byte is not counted. Windows of `window`
+tokens start every `stride` tokens; the first scores all its predictions, each later one only its
+last `stride`, the ones no earlier window covered. So every token is scored exactly once, with at
+least `window - stride + 1` tokens of left context (except in the first window). stride = window
+is fastest with the least context; stride 1 gives every token a full window at one forward pass
+per token; the default, window / 2, is the usual middle. Deterministic (sums in float64).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-
-
-class TextTokenizer(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-    @property
-    def special_ids(self) -> dict[str, int]: ...
-
 
 BOS_NAMES = ("<|endoftext|>", "<s>", "<bos>")
 
@@ -96,11 +82,11 @@ class TextScore:
 
     @property
     def bits_per_byte(self) -> float:
-        return sum(f.bits for f in self.files) / self.bytes if self.bytes else math.nan
+        return sum(f.bits for f in self.files) / (self.bytes or math.nan)
 
     @property
     def bits_per_token(self) -> float:
-        return sum(f.bits for f in self.files) / self.tokens if self.tokens else math.nan
+        return sum(f.bits for f in self.files) / (self.tokens or math.nan)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,11 +98,6 @@ class TextScore:
             "stride": self.stride,
             "files": [{**asdict(f), "bits_per_byte": f.bits_per_byte} for f in self.files],
         }
-
-
-def _bos(tokenizer: TextTokenizer) -> int | None:
-    specials = tokenizer.special_ids
-    return next((specials[n] for n in BOS_NAMES if n in specials), None)
 
 
 @torch.no_grad()
@@ -144,15 +125,13 @@ def _bits(
     return float(nats.double().sum()) / math.log(2)  # summed in float64
 
 
-def _tokens(
-    tokenizer: TextTokenizer, path: str | Path, vocab: int | None
-) -> tuple[torch.Tensor, int]:
+def _tokens(tokenizer: Any, path: str | Path, vocab: int | None) -> tuple[torch.Tensor, int]:
     """A file's token ids (the start token first, when the tokenizer has one) and the UTF-8 bytes
     its scored tokens spell."""
     text = Path(path).read_text(encoding="utf-8")
     ids = tokenizer.encode(text)
     n_bytes = len(text.encode("utf-8"))
-    bos = _bos(tokenizer)
+    bos = next((tokenizer.special_ids[n] for n in BOS_NAMES if n in tokenizer.special_ids), None)
     if bos is not None and (vocab is None or bos < vocab):
         ids = [bos, *ids]
     elif ids:  # no start token the model knows (a 256-byte model): the first byte is context only
@@ -162,13 +141,13 @@ def _tokens(
 
 def score_text(
     model: torch.nn.Module,
-    tokenizer: TextTokenizer,
+    tokenizer: Any,
     paths: Sequence[str | Path],
     *,
     window: int,
     stride: int,
     batch_size: int,
-    autocast: Callable[[], Any] = contextlib.nullcontext,
+    autocast: Callable[[], Any] = nullcontext,
     progress: Callable[[int, int], None] | None = None,
 ) -> TextScore:
     """Bits per byte of `model` on the UTF-8 files `paths` (module docstring for the rules).
@@ -220,12 +199,7 @@ def evaluate_checkpoint(
         raise ValueError(f"--window {window} exceeds the model's context_length {context}")
     stride = stride or max(window // 2, 1)
     amp = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-
-    def autocast() -> Any:
-        if amp is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=torch.device(device).type, dtype=amp)
-
+    autocast = partial(torch.autocast, torch.device(device).type, amp) if amp else nullcontext
     score = score_text(
         model,
         tokenizer,
@@ -249,10 +223,10 @@ def held_out_text(
 
     from enlace_train.errors import SetupError
 
-    data = cfg.data
-    if not data.eval_text_files:
+    data, files = cfg.data, cfg.data.eval_text_files
+    if not files:
         return None
-    for path in data.eval_text_files:
+    for path in files:
         try:
             Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -267,7 +241,7 @@ def held_out_text(
         return score_text(
             model,
             tokenizer,
-            data.eval_text_files,
+            files,
             window=window,
             stride=stride,
             batch_size=cfg.hardware.micro_batch_size,

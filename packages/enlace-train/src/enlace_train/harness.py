@@ -1,17 +1,10 @@
 """`enlace-train lm-eval MODEL [--tasks ...]`: Spanish benchmarks through EleutherAI's lm-eval.
 
-The model is scored as the world sees it: its Hugging Face export (`enlace-model export`; a run or
-checkpoint directory is exported to a temporary folder first), loaded by lm-eval's `hf` model, i.e.
-transformers. The default tasks are the Spanish multiple-choice ones lm-eval ships (its
-`spanish_bench` and the multilingual suites), all scored by log-likelihood, so a small base model
-gets a meaningful figure; generation tasks (summaries, translation, maths) can be named with --tasks.
-Their data comes from the Hugging Face Hub: run this where the Hub is reachable (the GPU box).
-
-`--include DIR` adds task definitions from local YAML files (lm-eval's TaskManager include path):
-the tests define a tiny task over local JSON files and run this very code without the internet.
-
-lm-eval is an optional dependency (`enlace-train[lm-eval]`): heavy (datasets, pyarrow, pandas,
-scikit-learn), and imported only here.
+The model is scored as the world sees it: its Hugging Face export (a run or checkpoint is exported
+to a temporary folder first), loaded by lm-eval's `hf` model. The default tasks are lm-eval's
+Spanish multiple-choice ones, scored by log-likelihood, so a small base model gets a meaningful
+figure. Their data comes from the Hub. `--include DIR` adds local task YAML files (the tests run
+a tiny local task this way). lm-eval is the optional extra `enlace-train[lm-eval]`, imported here.
 """
 
 from __future__ import annotations
@@ -21,15 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SPANISH_TASKS = (
-    "xnli_es",
-    "xstorycloze_es",
-    "paws_es",
-    "copa_es",
-    "belebele_spa_Latn",
-    "openbookqa_es",
-    "wnli_es",
-)
+SPANISH_TASKS = ("xnli_es", "xstorycloze_es", "paws_es", "copa_es", "belebele_spa_Latn",
+                 "openbookqa_es", "wnli_es")  # fmt: skip
 
 
 def _export(model: str, tmp: str) -> Path:

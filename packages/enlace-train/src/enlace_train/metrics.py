@@ -94,9 +94,7 @@ def setup_logging(run_dir: Path | None, progress: Progress) -> None:
     """Log lines go to stdout and to RUN_DIR/train.log (appended across resumes)."""
     log.setLevel(logging.INFO)
     log.propagate = False
-    for handler in list(log.handlers):
-        log.removeHandler(handler)
-        handler.close()
+    close_logging()
     console = _ProgressAwareHandler(progress)
     console.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(console)

@@ -1,17 +1,11 @@
 """Optimizers: AdamW, or Muon for the hidden matrices with AdamW for the rest (`train.optimizer`).
 
-Muon (Keller Jordan, 2024; the optimizer of the modded-nanogpt speedrun records and nanochat) keeps a
-Nesterov momentum of each hidden weight matrix's gradient and replaces the update by the nearest
-semi-orthogonal matrix, computed with a few Newton-Schulz iterations: every direction of the matrix
-moves by the same amount, so rare directions learn as fast as common ones. It is only defined for
-matrices that map hidden features to hidden features: the embedding, the (tied) head, norms and
-gains stay with AdamW, as in modded-nanogpt and nanochat.
-
-Both live in ONE `torch.optim.Optimizer` (param groups tagged `muon` or not), so the trainer's
-GradScaler, gradient clipping, learning-rate schedule and exact-resume `state_dict` see one object.
-Each group carries `lr_scale`, its peak learning rate over `train.lr`: the trainer sets
-`group["lr"] = lr_at(step) * group["lr_scale"]`, so one WSD schedule drives both. Computation is in
-float32 and deterministic, so resuming is bitwise exact like AdamW's.
+Muon (Keller Jordan, 2024; modded-nanogpt's speedrun records, nanochat) replaces a hidden weight
+matrix's Nesterov-momentum update by the nearest semi-orthogonal matrix (a few Newton-Schulz
+iterations), so rare directions learn as fast as common ones. Embeddings, the (tied) head, norms
+and gains stay with AdamW. Both live in ONE `torch.optim.Optimizer` so that the GradScaler,
+clipping and the exact-resume `state_dict` see one object; each group's `lr_scale` (its peak lr
+over `train.lr`) lets one WSD schedule drive both. float32 and deterministic: resume is exact.
 """
 
 from __future__ import annotations

@@ -61,52 +61,33 @@ def set_rng_state(state: dict[str, Any]) -> list[torch.Tensor]:
     return list(state.get("torch_cuda", []))
 
 
-def package_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def git_commit(cwd: Path | None = None) -> str | None:
-    """HEAD's commit, with '+dirty' when tracked files differ from it; None outside a git checkout."""
+def _version(name: str) -> str | None:
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def find_uv_lock(start: Path | None = None) -> Path | None:
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "uv.lock").is_file():
-            return folder / "uv.lock"
-    return None
+def _git(*args: str) -> str | None:
+    out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10)
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
-def uv_lock_sha256(start: Path | None = None) -> str | None:
-    lock = find_uv_lock(start)
-    return hashlib.sha256(lock.read_bytes()).hexdigest() if lock else None
+def git_commit() -> str | None:
+    """HEAD's commit, with '+dirty' when tracked files differ from it; None outside a git checkout."""
+    try:
+        head = _git("rev-parse", "HEAD")
+        dirty = head and _git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head and head + ("+dirty" if dirty else "")
 
 
 def provenance() -> dict[str, Any]:
+    here = Path.cwd().resolve()
+    lock = next((d / "uv.lock" for d in (here, *here.parents) if (d / "uv.lock").is_file()), None)
     return {
-        "versions": package_versions(),
+        "versions": {name: _version(name) for name in PACKAGES},
         "git_commit": git_commit(),
-        "uv_lock_sha256": uv_lock_sha256(),
+        "uv_lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest() if lock else None,
     }
