@@ -155,14 +155,10 @@ def shutdown(info: DistInfo) -> None:
 # --------------------------------------------------------------------------- model wrapping
 def transformer_blocks(model: nn.Module) -> nn.ModuleList:
     """The model's list of transformer blocks (the FSDP2 sharding unit)."""
-    for name in ("layers", "blocks"):
-        blocks = getattr(model, name, None)
-        if isinstance(blocks, nn.ModuleList):
-            return blocks
-    lists = [m for _, m in model.named_children() if isinstance(m, nn.ModuleList)]
-    if len(lists) != 1:
+    blocks = getattr(model, "layers", None)
+    if not isinstance(blocks, nn.ModuleList):
         raise TypeError(f"cannot find the transformer blocks of {type(model).__name__}")
-    return lists[0]
+    return blocks
 
 
 def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn.Module:
@@ -177,16 +173,10 @@ def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn
         # Buffers (the rotary tables) are computed from the config, identical on every rank: no
         # need to broadcast them before each forward (newer torch renamed the keyword).
         params = inspect.signature(DistributedDataParallel.__init__).parameters
-        no_buffer_sync: dict[str, Any] = (
-            {"forward_sync_buffers": False}
-            if "forward_sync_buffers" in params
-            else {"broadcast_buffers": False}
-        )
+        sync = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+        device_ids = [info.local_rank] if info.device.type == "cuda" else None
         return DistributedDataParallel(
-            model,
-            device_ids=[info.local_rank] if info.device.type == "cuda" else None,
-            gradient_as_bucket_view=True,
-            **no_buffer_sync,
+            model, device_ids=device_ids, gradient_as_bucket_view=True, **{sync: False}
         )
     if parallelism == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
@@ -343,10 +333,7 @@ def consolidated_state_dict(model: nn.Module, info: DistInfo) -> dict[str, torch
     """The full, unsharded model weights on rank 0's CPU (None elsewhere). Call on every rank:
     under FSDP2 it is a collective."""
     if is_sharded(model):
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-        )
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         full = get_model_state_dict(
             model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)

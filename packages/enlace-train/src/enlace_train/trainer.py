@@ -147,8 +147,7 @@ def check_memory(cfg: RunConfig, backend: Backend, world_size: int) -> None:
 
 def micro_batch_suggestion(micro_batch: int, per_step: int) -> int | None:
     """The next micro-batch size down that still divides the per-device batch of a step."""
-    smaller = [d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0]
-    return smaller[0] if smaller else None
+    return next((d for d in range(micro_batch - 1, 0, -1) if per_step % d == 0), None)
 
 
 def out_of_memory(cfg: RunConfig, world_size: int) -> OutOfMemory:
@@ -182,18 +181,15 @@ def train_step(
     lr: float,
     accum: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One optimizer step: micro-steps with accumulation -> unscale, clip -> check that loss and
-    gradients are finite -> step. Returns the step's mean cross-entropy, z-loss and gradient norm.
-
-    The loss is divided by `accum` so k micro-batches of b make one batch of k*b. In float32 and
-    bfloat16 a non-finite loss or gradient stops the run before the step is taken; with
-    float16's GradScaler such steps are skipped, and only a long streak of them stops it."""
+    """One optimizer step: micro-steps with accumulation -> unscale, clip -> check finite -> step.
+    Returns the step's mean cross-entropy, z-loss and gradient norm. A non-finite loss or gradient
+    stops the run before the step is taken, except under float16's GradScaler, which skips such
+    steps: only a long streak of them stops it."""
     tc, backend, info = cfg.train, training.backend, training.info
     optimizer, scaler, prog = training.optimizer, training.scaler, training.progress
     for group in optimizer.param_groups:
         group["lr"] = lr * group["lr_scale"]  # Muon's matrices have their own peak
-    ce_sum = torch.zeros((), device=backend.device)
-    z_sum = torch.zeros((), device=backend.device)
+    ce_sum, z_sum = torch.zeros((), device=backend.device), torch.zeros((), device=backend.device)
     try:
         for micro in range(accum):
             batch = [backend.to_device(a) for a in next(training.loader)]  # x, y (, segments)
@@ -284,11 +280,9 @@ def train(resolved: ResolvedConfig) -> TrainSummary:
     if run_dir.exists() and not run_dir.is_dir():
         raise SetupError(f"run.out_dir={cfg.run.out_dir!r} is a file, not a directory")
     progress_line = Progress()
-    # under torchrun: this rank's GPU, before any CUDA call
-    distributed.bind_local_device(hw.device)
+    distributed.bind_local_device(hw.device)  # under torchrun: this rank's GPU, before any CUDA
     backend = setup_backend(hw)  # exits through HardwareError before any data is read
-    # Under torchrun, join the process group only now: every rank has checked its hardware.
-    info = distributed.init_distributed(hw.device)
+    info = distributed.init_distributed(hw.device)  # only now: every rank checked its hardware
     if info.is_main:  # only rank 0 writes files and logs; the others print warnings and errors
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
