@@ -411,22 +411,14 @@ def _older_failing(run_dir: Path, chosen: Path) -> list[tuple[Path, str]]:
     return failing
 
 
-def set_aside(run_dir: Path, failed: list[tuple[Path, str]]) -> None:
-    """Move checkpoints that failed verification to checkpoints/corrupt/, naming each."""
-    for path, why in failed:
-        target = _aside(run_dir, path.name)
-        path.rename(target)
-        log.warning("WARNING: skipping checkpoint %s (moved to %s): %s", path, target, why)
-
-
-def _aside(run_dir: Path, name: str) -> Path:
-    """A free path for `name` in checkpoints/corrupt/ (name.1, name.2... if taken)."""
+def set_aside(run_dir: Path, path: Path) -> Path:
+    """Move `path` into checkpoints/corrupt/ under a free name (name.1, name.2... if taken)."""
     aside = run_dir / CHECKPOINTS_DIR / CORRUPT_DIR
     aside.mkdir(exist_ok=True)
-    target, n = aside / name, 1
+    target, n = aside / path.name, 1
     while target.exists():
-        target, n = aside / f"{name}.{n}", n + 1
-    return target
+        target, n = aside / f"{path.name}.{n}", n + 1
+    return path.replace(target)
 
 
 # ----------------------------------------------------------------------------- resuming
@@ -445,13 +437,17 @@ def resume_or_init(training: Training, resolved: ResolvedConfig) -> None:
             f"{run_dir / CHECKPOINTS_DIR / CORRUPT_DIR} and metrics.jsonl is kept beside it)."
         )
     if info.is_main:
-        set_aside(run_dir, failed + (_older_failing(run_dir, path) if path else []))
+        for bad, why in failed + (_older_failing(run_dir, path) if path else []):
+            moved = set_aside(run_dir, bad)
+            log.warning("WARNING: skipping checkpoint %s (moved to %s): %s", bad, moved, why)
     if path is not None:
-        _resume(training, resolved, path, read)
-    else:
-        if failed and info.is_main:
-            _keep_old_metrics(run_dir)
-        _init(training, resolved)
+        return _resume(training, resolved, path, read)
+    # a restart from step 0 keeps the old run's metrics and best weights beside the corrupt ones
+    for old in (run_dir / METRICS_FILE, run_dir / CHECKPOINTS_DIR / BEST_DIR):
+        if failed and info.is_main and old.exists():
+            kept = set_aside(run_dir, old)
+            log.warning("WARNING: restarting from step 0; the old %s is kept as %s", old.name, kept)
+    _init(training, resolved)
 
 
 def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any) -> None:
@@ -480,15 +476,6 @@ def _resume(training: Training, resolved: ResolvedConfig, path: Path, read: Any)
     log.info(
         f"resuming {name} from {path} (step {step}; metrics.jsonl cut back to {kept} rows){changes}"
     )
-
-
-def _keep_old_metrics(run_dir: Path) -> None:
-    """A restart from step 0 keeps the old run's metrics and best weights beside the corrupt ones."""
-    for old in (run_dir / METRICS_FILE, run_dir / CHECKPOINTS_DIR / BEST_DIR):
-        if old.exists():
-            kept = _aside(run_dir, old.name)
-            old.replace(kept)
-            log.warning("WARNING: restarting from step 0; the old %s is kept as %s", old.name, kept)
 
 
 def _init(training: Training, resolved: ResolvedConfig) -> None:
