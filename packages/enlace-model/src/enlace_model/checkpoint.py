@@ -3,11 +3,8 @@
     RUN_DIR/checkpoints/step_<N>/
         model.safetensors   the weights (safetensors: loading never unpickles anything)
         model.json          {"format": "enlace-checkpoint", "format_version": 1, "config": {...}}
-        tokenizer files     written by enlace-data (see TOKENIZER_FILES): tokenizer.json and
-                            tokenizer_config.json for Hugging Face, tokenizer.model for
-                            SentencePiece runs, enlace_tokenizer.json (kind, ids); the export
-                            copies them. A chat model's template is tokenizer_config.json's
-                            `chat_template`.
+        tokenizer files     written by enlace-data (TOKENIZER_FILES), copied by the export; a
+                            chat model's template is tokenizer_config.json's `chat_template`
         trainer_state.pt    the trainer's state (optimizer, RNGs, loader...), its own format
         COMPLETE            written last: {"format_version", "step", "files": {name: {sha256, bytes}}}
 
@@ -117,24 +114,17 @@ def list_checkpoints(run_dir: PathLike) -> list[Path]:
 
 # --- writing ------------------------------------------------------------------------------------
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_complete(directory: Path, step: int | None) -> None:
