@@ -102,10 +102,8 @@ def _tensors(cfg: ModelConfig, state: Mapping[str, Tensor], outtype: str):
     names = gguf_tensor_names(cfg, list(state))
     for key, t in state.items():
         w = t.detach().float().cpu().numpy()
-        if not cfg.qk_norm and key.endswith("attn.q_proj.weight"):
-            w = _permute_rotary(w, cfg.n_heads)
-        elif not cfg.qk_norm and key.endswith("attn.k_proj.weight"):
-            w = _permute_rotary(w, cfg.n_kv_heads)
+        if not cfg.qk_norm and key.endswith(("attn.q_proj.weight", "attn.k_proj.weight")):
+            w = _permute_rotary(w, cfg.n_heads if "q_proj" in key else cfg.n_kv_heads)
         data, qtype = _quantize(names[key], w, outtype)
         yield names[key], data, qtype
 
@@ -222,15 +220,9 @@ def _add_tokenizer(
     else:
         w.add_tokenizer_pre(BYTE_PRE_TOKENIZER)
         w.add_token_merges([INERT_MERGE])
-    for role, add in (
-        ("bos_token", w.add_bos_token_id),
-        ("eos_token", w.add_eos_token_id),
-        ("pad_token", w.add_pad_token_id),
-        ("unk_token", w.add_unk_token_id),
-    ):
-        i = _token_id(tok, config, role)
-        if i is not None:
-            add(i)
+    for role in ("bos", "eos", "pad", "unk"):
+        if (i := _token_id(tok, config, f"{role}_token")) is not None:
+            getattr(w, f"add_{role}_token_id")(i)
     if _END_OF_TURN in tokens:
         w.add_eot_token_id(tokens.index(_END_OF_TURN))
     w.add_add_bos_token(False)

@@ -82,9 +82,7 @@ class ChatSession:
         ids = self.prompt()
         _, new = self._budget()
         new = min(new, self.model.cfg.context_length - len(ids))
-        s = self.sampling
-        out: list[int] = []
-        shown = ""
+        s, out, shown = self.sampling, [], ""
         for step in generate_stream(
             self.model,
             [ids],
@@ -141,12 +139,7 @@ def run_terminal(session: ChatSession, read: Callable[[str], str] = input) -> No
 
 
 def chat_main(args: Any) -> None:
-    sampling = Sampling(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens,
-    )
+    sampling = Sampling(args.temperature, args.top_p, args.seed, args.max_new_tokens)
     session = open_session(args.checkpoint, system=args.system, sampling=sampling)
     run_terminal(session, input if sys.stdin.isatty() else _read_piped)
 

@@ -28,9 +28,7 @@ PLOTS: dict[str, tuple[str, str, str, bool]] = {
     "grad_norm.png": ("Gradient norm (before clipping)", "grad norm", "grad_norm", True),
     "tokens_per_s.png": ("Throughput", "tokens/s", "tokens_per_s", False),
 }
-TEXT_BPB = (
-    "val_text_bpb"  # held-out text files, when the run evaluates them (train.eval_text_files)
-)
+TEXT_BPB = "val_text_bpb"  # held-out text files, when the run evaluates them (eval_text_files)
 
 
 class ReportError(ValueError):
