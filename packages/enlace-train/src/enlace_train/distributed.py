@@ -174,10 +174,9 @@ def wrap_model(model: nn.Module, parallelism: Parallelism, info: DistInfo) -> nn
         # need to broadcast them before each forward (newer torch renamed the keyword).
         params = inspect.signature(DistributedDataParallel.__init__).parameters
         sync = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+        options: dict[str, Any] = {sync: False, "gradient_as_bucket_view": True}
         device_ids = [info.local_rank] if info.device.type == "cuda" else None
-        return DistributedDataParallel(
-            model, device_ids=device_ids, gradient_as_bucket_view=True, **{sync: False}
-        )
+        return DistributedDataParallel(model, device_ids=device_ids, **options)
     if parallelism == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
