@@ -170,8 +170,8 @@ def save(
     run_dir = Path(resolved.config.run.out_dir)
     state = None if best else trainer_state(training, resolved)
     if state is not None:
-        per_rank = {"rng": state["rng"], "loader": state["loader"]}
-        state[RANK_STATES_KEY] = distributed.gather_objects(_to_cpu(per_rank), info)
+        per_rank = {"rng": state["rng"], "loader": state["loader"]}  # CPU tensors and plain data
+        state[RANK_STATES_KEY] = distributed.gather_objects(per_rank, info)
     name = BEST_DIR if best else f"step_{step}"
     writing = atomic_checkpoint(run_dir, step, name=name) if info.is_main else nullcontext(None)
     with writing as tmp:
@@ -212,16 +212,6 @@ def _save_full_model(
             plain = build_model(model_cfg)  # a plain replica on the CPU, to reuse the one writer
         plain.load_state_dict(full)
         save_model(directory, plain, model_cfg)
-
-
-def _to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
 
 
 def has_sharded_state(checkpoint: Path) -> bool:
