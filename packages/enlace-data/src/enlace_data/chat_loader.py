@@ -1,33 +1,26 @@
 """Conversations for supervised fine-tuning: reading, validation, rendering and an exactly
 resumable loader of packed rows.
 
-Files
-    A chat data directory holds train.jsonl and val.jsonl (or .parquet, read with pyarrow when it is
-    installed): one conversation per line, {"messages": [{"role", "content", "tool_calls"?}],
-    "tools"?: [...]}, the OpenAI shape most instruction sets on the Hugging Face Hub publish. Every
-    line is validated (chat.normalize_conversation); an error names the file, the line and the
-    problem. Without the directory and with data.fallback=builtin, the built-in Spanish set is used.
+Files: a chat data directory holds train.jsonl and val.jsonl (or .parquet, read with pyarrow): one
+OpenAI-shaped conversation per line, {"messages": [{"role", "content", "tool_calls"?}], "tools"?},
+each validated by chat.normalize_conversation (an error names the file, line and problem). Without
+the directory and with data.fallback=builtin, the built-in Spanish set is used.
 
-Rows
-    Each conversation is rendered (chat.render) to ids and a loss mask; its example is inputs
-    ids[:-1] and targets ids[1:], a target being -1 unless the assistant produced it. A conversation
-    whose example is longer than data.context_length is cut to fit (overflow=truncate) or left out
-    (overflow=drop), and counted. Rows of context_length positions are packed greedily with whole
-    conversations in stream order; each position carries its conversation's segment id, and the
-    model attends only within a segment (a block-diagonal causal mask), so no conversation sees
-    another. The rest of a row is padding: input <|endoftext|>, target -1, a segment of its own.
+Rows: each conversation is rendered (chat.render) to inputs ids[:-1] and targets ids[1:], a target
+being -1 unless the assistant produced it; one longer than data.context_length is cut
+(overflow=truncate) or left out (overflow=drop), and counted. Rows of context_length positions are
+packed greedily with whole conversations in stream order; each position carries its conversation's
+segment id and the model attends only within a segment, so no conversation sees another. The rest
+of a row is padding: input <|endoftext|>, target -1, a segment of its own.
 
-Order and state
-    Training reads the conversations epoch after epoch, each epoch in a permutation keyed by
-    (seed, epoch); rows are packed from that stream, and each step takes the next W*B rows (rank r
-    its r-th block of B). The state is the number of conversations consumed, with the dataset's
-    fingerprint, the seed and the context length; `load_state_dict` refuses another dataset.
-    Validation reads the val split once, in file order.
+Order and state: as the token loader (loader.StreamLoader), counting conversations; each epoch is a
+permutation keyed by (seed, epoch). Validation reads the val split once, in file order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,18 +88,6 @@ def read_conversations(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _split_file(root: Path, split: Split) -> Path:
-    for suffix in (".jsonl", ".parquet"):
-        f = root / f"{split}{suffix}"
-        if f.is_file():
-            return f
-    raise DataError(
-        f"missing {split}.jsonl: a chat data directory holds train.jsonl and val.jsonl "
-        "(`enlace-data chat` writes them)",
-        path=root,
-    )
-
-
 def load_split(cfg: DataConfig, split: Split) -> tuple[list[dict[str, Any]], str]:
     """The conversations of a split and what they are (for the log)."""
     root = Path(cfg.path)
@@ -126,7 +107,13 @@ def load_split(cfg: DataConfig, split: Split) -> tuple[list[dict[str, Any]], str
             "with `enlace-data chat`, or set data.fallback=builtin for the built-in set",
             path=root,
         )
-    f = _split_file(root, split)
+    f = next((f for f in (root / f"{split}.jsonl", root / f"{split}.parquet") if f.is_file()), None)
+    if f is None:
+        raise DataError(
+            f"missing {split}.jsonl: a chat data directory holds train.jsonl and val.jsonl "
+            "(`enlace-data chat` writes them)",
+            path=root,
+        )
     convs = read_conversations(f)
     if not convs:
         raise DataError("no conversations in this file", path=f)
@@ -157,14 +144,12 @@ def render_examples(
 ) -> ChatExamples:
     inputs: list[IntArray] = []
     targets: list[IntArray] = []
-    truncated = dropped = 0
+    truncated = dropped = text_bytes = tokens = 0
     h = hashlib.sha256(f"chat:{getattr(tokenizer, 'tokenizer_id', '?')}:{context_length}".encode())
-    text_bytes = tokens = 0
     for conv in convs:
         r = render(conv["messages"], tokenizer, tools=conv.get("tools"))
         ids = np.asarray(r.ids, dtype=np.int64)
-        tgt = np.where(np.asarray(r.mask[1:], dtype=bool), ids[1:], -1)
-        x = ids[:-1]
+        x, tgt = ids[:-1], np.where(np.asarray(r.mask[1:], dtype=bool), ids[1:], -1)
         if len(x) > context_length:
             if overflow == "drop":
                 dropped += 1
@@ -185,16 +170,13 @@ def render_examples(
             f"{description}: no conversation fits data.context_length={context_length} "
             f"({dropped} dropped); raise it or set data.overflow=truncate"
         )
-    return ChatExamples(
-        inputs,
-        targets,
-        truncated,
-        dropped,
+    description = (
         f"{description}: {len(inputs)} conversations, {tokens} tokens"
         + (f", {truncated} truncated" if truncated else "")
-        + (f", {dropped} dropped (overflow={overflow})" if dropped else ""),
-        h.hexdigest()[:32],
-        text_bytes / max(tokens, 1),
+        + (f", {dropped} dropped (overflow={overflow})" if dropped else "")
+    )
+    return ChatExamples(
+        inputs, targets, truncated, dropped, description, h.hexdigest()[:32], text_bytes / tokens
     )
 
 
@@ -239,19 +221,15 @@ class ChatLoader(StreamLoader):
     def _rows(self, count: int, position: int) -> tuple[list[list[int]], int]:
         """`count` rows (each a list of conversation ids) packed from stream `position` on."""
         rows: list[list[int]] = []
-        T = self.context_length
-        while len(rows) < count:
+        for _ in range(count):
             row: list[int] = []
             used = 0
-            while True:
-                if self.split == "val" and position >= self.conversations:
-                    break
+            while self.split != "val" or position < self.conversations:
                 c = self._conversation(position)
-                n = len(self._ex.inputs[c])
-                if used + n > T:
+                used += len(self._ex.inputs[c])
+                if used > self.context_length:
                     break
                 row.append(c)
-                used += n
                 position += 1
             rows.append(row)
         return rows, position
@@ -276,8 +254,7 @@ class ChatLoader(StreamLoader):
         B, W = self.micro_batch_size, self.world_size
         if self.split == "val" and self.samples_consumed >= self.conversations:
             raise StopIteration
-        rows, end = self._rows(W * B, self.samples_consumed)
-        self.samples_consumed = end
+        rows, self.samples_consumed = self._rows(W * B, self.samples_consumed)
         return self._assemble(rows[self.rank * B : (self.rank + 1) * B])
 
     def _dataset(self) -> tuple[str, str, str]:
@@ -288,14 +265,7 @@ class ChatLoader(StreamLoader):
 
 
 def build_chat_loader(
-    cfg: DataConfig,
-    *,
-    split: Split,
-    micro_batch_size: int,
-    seed: int,
-    rank: int = 0,
-    world_size: int = 1,
-    vocab_size: int | None = None,
+    cfg: DataConfig, *, vocab_size: int | None = None, **stream: Unpack[StreamArgs]
 ) -> ChatLoader:
     tokenizer = chat_tokenizer(cfg)
     if vocab_size is not None and tokenizer.vocab_size > vocab_size:
@@ -303,25 +273,20 @@ def build_chat_loader(
             f"the chat tokenizer ({tokenizer!r}) has {tokenizer.vocab_size} ids but "
             f"model.vocab_size is {vocab_size}"
         )
-    convs, what = load_split(cfg, split)
+    convs, what = load_split(cfg, stream["split"])
     examples = render_examples(
         convs,
         tokenizer,
-        context_length=cfg.context_length,
+        context_length=stream["context_length"],
         overflow=cfg.overflow,
         description=what,
     )
     return ChatLoader(
         examples,
-        split=split,
-        context_length=cfg.context_length,
-        micro_batch_size=micro_batch_size,
-        seed=seed,
         pad_id=tokenizer.eot_id,
         vocab_size=tokenizer.vocab_size,
         tokenizer_id=tokenizer.tokenizer_id,
-        rank=rank,
-        world_size=world_size,
+        **stream,
     )
 
 
@@ -337,16 +302,12 @@ def chat_eval_batches(
     in file order), identical on every call."""
     loader = build_chat_loader(
         cfg,
+        vocab_size=vocab_size,
         split="val",
+        context_length=cfg.context_length,
         micro_batch_size=micro_batch_size,
         seed=0,
         rank=rank,
         world_size=world_size,
-        vocab_size=vocab_size,
     )
-    out = []
-    for batch in loader:
-        out.append(batch)
-        if len(out) == cfg.eval_batches:
-            break
-    return out
+    return list(itertools.islice(loader, cfg.eval_batches))

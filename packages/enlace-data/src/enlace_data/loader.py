@@ -1,40 +1,23 @@
 """Exactly resumable loaders over byte text or uint16 shards: `build_loader` and `eval_batches`
 (data.kind chat is dispatched to chat_loader.py, whose batches add a segment array).
 
-How samples are laid out
-    A source is a list of segments (the text file of a split, or one shard each). A segment of n
-    tokens holds ``(n - T) // T`` (at least one if n > T) non-overlapping windows of T + 1 tokens
-    (T = data.context_length), window j starting at token phase + j*T; inputs are its first T
-    tokens, targets its last T. Windows never cross a segment boundary. The N windows of a split are
-    numbered in segment order.
+Samples: a split is a list of segments (its text file, or one shard each). A segment of n tokens
+holds ``(n - T) // T`` (at least one if n > T) windows of T + 1 tokens that never cross a segment
+boundary; inputs are a window's first T tokens, targets its last T.
 
-Order
-    Training reads the windows epoch after epoch; epoch e visits all N in the order of a
-    pseudo-random permutation keyed by (seed, e) — a 4-round Feistel network with cycle walking,
-    computed on the fly, so the order costs O(1) memory even for a 50 GB corpus — and shifts the
-    window grid by a phase in 0..T-1 drawn from (seed, e), so a small corpus seen for many epochs is
-    cut differently each time. The global stream of samples is epoch 0's N windows, then epoch 1's,
-    and so on (infinite).
+Order: epoch e visits all N windows in a pseudo-random permutation keyed by (seed, e) — a 4-round
+Feistel network with cycle walking, computed on the fly so the order costs O(1) memory even for a
+50 GB corpus — with the window grid shifted by a phase drawn from (seed, e), so a small corpus seen
+for many epochs is cut differently each time. Every rank walks the same global stream; with world
+size W and micro-batch B each step takes the next W*B samples, rank r the r-th block of B. The
+state is one number, `samples_consumed`, valid for any W and B, checked on resume against the
+dataset's fingerprint, the seed and the context length.
 
-Ranks and state
-    Every rank walks the same global stream. With world size W and micro-batch B, each step takes
-    the next W*B global samples; rank r gets the r-th block of B. So ranks are disjoint and together
-    cover the stream, and the state is one number, `samples_consumed` (global), valid for any W and B
-    that continue from it. `state_dict()` also records the dataset's fingerprint, the seed and the
-    context length; `load_state_dict()` refuses a state that disagrees with any of them.
-
-Validation
-    `eval_batches` picks data.eval_batches * B * W windows start positions spread evenly over every
-    valid start of the val split (overlapping when the split is small), the same every call.
-
-Reading
-    Byte text is memory-mapped (or, for the built-in books, held in memory). Shards are opened
-    lazily: their headers are validated up front, and at most `max_open` of them are open at a time
-    (least recently used closed first), so thousands of shards hold few file descriptors. By default
-    a window is one positioned read (`os.preadv`) straight into the batch buffer: nothing of the
-    corpus is mapped into the process, so its RSS stays small however long it runs; reader="mmap"
-    slices memory maps instead (the same speed here; touched file pages then count in RSS while
-    their map is alive). Both are measured in benchmarks/bench_data.py.
+Reading: byte text is memory-mapped (or, for the built-in books, held in memory). Shard headers are
+validated up front; at most `max_open` shards are open at a time (LRU). reader="pread" reads each
+window with one `os.preadv` into the batch buffer, so no corpus page is mapped into the process and
+its RSS stays small; reader="mmap" slices memory maps (the same speed here; touched pages count in
+RSS while mapped). Both are measured in benchmarks/bench_data.py.
 """
 
 from __future__ import annotations
@@ -113,31 +96,11 @@ class Permutation:
 
 
 # ----------------------------------------------------------------------------- sources
-class _Source:
-    """The segments of one split and how to read a span of tokens from them."""
+class _BytesSource:
+    """One segment of bytes: a split's text file or the built-in books."""
 
-    kind: str
-    description: str
-    location: str  # what error messages name: a directory, a file, or "built-in books"
-    fingerprint: str
-    summary: str
-    lengths: IntArray
-    dtype: np.dtype[Any]  # of the tokens as stored
-    bytes_per_token: float
-    vocab_size: int
-    tokenizer_id: str
-
-    def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
-        """Fill `out` (contiguous, of `self.dtype`) with tokens [start, start + len(out)) of seg."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release open files; reading again reopens them (bytes: one small map, kept)."""
-
-
-class _BytesSource(_Source):
     kind = "bytes"
-    dtype = np.dtype(np.uint8)
+    dtype = np.dtype(np.uint8)  # of the tokens as stored
     vocab_size = 256
     tokenizer_id = BYTE_TOKENIZER_ID
     bytes_per_token = 1.0
@@ -152,23 +115,24 @@ class _BytesSource(_Source):
     ) -> None:
         self._data = data
         self.description = description
-        self.location = location
-        self.lengths = np.array([data.size], dtype=np.int64)
+        self.location = location  # what error messages name: a directory, a file, or the books
+        self.lengths: IntArray = np.array([data.size], dtype=np.int64)
         sha = hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()
-        self.fingerprint = hashlib.sha256(f"bytes:{name}:{data.size}:{sha}".encode()).hexdigest()[
-            :32
-        ]
+        digest = hashlib.sha256(f"bytes:{name}:{data.size}:{sha}".encode()).hexdigest()
+        self.fingerprint = digest[:32]
         self.summary = f"{description}: {name}, {data.size} bytes, sha256 {sha[:12]}"
 
     def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
+        """Fill `out` (contiguous, of `self.dtype`) with tokens [start, start + len(out)) of seg."""
         out[:] = self._data[start : start + out.shape[0]]
 
+    def close(self) -> None:
+        """Nothing to release (a map of one small file, kept)."""
 
-class _ShardSource(_Source):
-    """Shards read lazily. reader="pread": one positioned read per window from a bounded LRU of
-    file descriptors (the process's RSS stays small: page-cache pages are not mapped into it).
-    reader="mmap": slices of a bounded LRU of memory maps (file pages touched stay in RSS while
-    their map lives)."""
+
+class _ShardSource:
+    """Shards read lazily through a bounded LRU of open handles: file descriptors for
+    reader="pread", memory maps for reader="mmap"; closing drops them, reading reopens."""
 
     kind = "shards"
     dtype = np.dtype(np.uint16)
@@ -182,52 +146,46 @@ class _ShardSource(_Source):
         self._reader = reader
         self._open: OrderedDict[int, Any] = OrderedDict()  # seg -> fd (pread) or memmap (mmap)
         self._max_open = max(1, max_open)
-        self._offsets = [s.header.header_size for s in shards]
-        self._vocab = [s.header.vocab_size for s in shards]
         self.location = str(root)
-        self.lengths = np.array([len(s) for s in shards], dtype=np.int64)
+        self.lengths: IntArray = np.array([len(s) for s in shards], dtype=np.int64)
         tokens = int(self.lengths.sum())
         text = sum(s.header.text_bytes for s in shards)
         self.bytes_per_token = text / tokens if tokens else 0.0
         self.vocab_size = max(s.header.vocab_size for s in shards)
         self.tokenizer_id = shards[0].header.tokenizer_id
-        self.description = f"shards {root} ({split}: {len(shards)} files, {tokens} tokens, tokenizer {self.tokenizer_id})"
+        what = f"{len(shards)} files, {tokens} tokens, tokenizer {self.tokenizer_id}"
+        self.description = f"shards {root} ({split}: {what})"
+        self.summary = f"{split} shards under {root}: {what}"
         h = hashlib.sha256(f"shards:{self.tokenizer_id}".encode())
         for s in shards:
             h.update(f"\n{s.path.name}:{s.header.token_count}:{s.header.text_bytes}".encode())
         self.fingerprint = h.hexdigest()[:32]
-        self.summary = f"{split} shards under {root}: {len(shards)} files, {tokens} tokens, tokenizer {self.tokenizer_id}"
 
     def _handle(self, seg: int) -> Any:
-        handle = self._open.get(seg)
-        if handle is not None:
+        if seg in self._open:
             self._open.move_to_end(seg)
-            return handle
+            return self._open[seg]
         if len(self._open) >= self._max_open:
             self._release(self._open.popitem(last=False)[1])
-        path = self._shards[seg].path
+        shard = self._shards[seg]
         try:
-            handle = (
-                os.open(path, os.O_RDONLY)
-                if self._reader == "pread"
-                else self._shards[seg].tokens()
-            )
+            handle = os.open(shard.path, os.O_RDONLY) if self._reader == "pread" else shard.tokens()
         except OSError as e:
-            raise DataError(f"cannot open shard: {e}", path=path) from e
+            raise DataError(f"cannot open shard: {e}", path=shard.path) from e
         self._open[seg] = handle
         return handle
 
-    def _release(self, handle: Any) -> None:
-        if isinstance(handle, int):
+    @staticmethod
+    def _release(handle: Any) -> None:
+        if isinstance(handle, int):  # a memmap is unmapped when its last reference goes
             os.close(handle)
-        # a memmap is unmapped (and its file closed) when its last reference goes
 
     def read_into(self, out: np.ndarray[Any, Any], seg: int, start: int) -> None:
-        handle = self._handle(seg)
+        handle, header = self._handle(seg), self._shards[seg].header
         if self._reader == "mmap":
             out[:] = handle[start : start + out.shape[0]]
         else:
-            offset = self._offsets[seg] + start * 2
+            offset = header.header_size + start * 2
             got = os.preadv(handle, [out.data], offset)
             if got != out.nbytes:
                 raise DataError(
@@ -237,7 +195,7 @@ class _ShardSource(_Source):
                 )
         # The header's CRC does not cover the tokens: an id the embedding cannot hold is caught
         # here, per window (a max over T + 1 values), instead of deep inside the model.
-        vocab = self._vocab[seg]
+        vocab = header.vocab_size
         if int(out.max()) >= vocab:
             at = int(np.argmax(out >= vocab))
             raise DataError(
@@ -260,23 +218,21 @@ class _ShardSource(_Source):
             self.close()
 
 
-def _builtin_source(split: Split) -> _BytesSource:
-    from enlace_data.sample import builtin_split
-
-    data = builtin_split(split)
-    return _BytesSource(
-        np.frombuffer(data, dtype=np.uint8),
-        description="built-in books (the 14 public-domain books of `enlace-data smoke`)",
-        name=f"builtin-{split}",
-        location=f"built-in books ({split})",
-    )
+_Source = _BytesSource | _ShardSource
 
 
 def _bytes_source(cfg: DataConfig, split: Split) -> _BytesSource:
     root = Path(cfg.path)
+    if not root.exists() and cfg.fallback == "builtin":
+        from enlace_data.sample import builtin_split
+
+        return _BytesSource(
+            np.frombuffer(builtin_split(split), dtype=np.uint8),
+            description="built-in books (the 14 public-domain books of `enlace-data smoke`)",
+            name=f"builtin-{split}",
+            location=f"built-in books ({split})",
+        )
     if not root.exists():
-        if cfg.fallback == "builtin":
-            return _builtin_source(split)
         raise DataError(
             f"data.path {cfg.path!r} does not exist; prepare it with `enlace-data smoke` "
             "(or `enlace-data smoke --from DIR` without network), or set data.fallback=builtin "
@@ -308,16 +264,16 @@ def _shard_source(
         raise DataError(
             "data.path is not a directory of shards; build one with the corpus pipeline", path=root
         )
-    paths = {s: list_shards(root, s) for s in ("train", "val")}
-    if not paths[split]:
+    train, val = list_shards(root, "train"), list_shards(root, "val")
+    if not (train if split == "train" else val):
         raise DataError(
             f"no {split} shards ({split}_NNNNNN.shard) in this directory; build the corpus first",
             path=root,
         )
     # Validate both splits' headers together: one tokenizer for the whole run, before training.
-    shards = open_shards(paths["train"] + paths["val"], max_vocab_size=vocab_size)
+    shards = open_shards(train + val, max_vocab_size=vocab_size)
     check_corpus_tokenizer(root, shards[0].header.tokenizer_id)
-    chosen = shards[: len(paths["train"])] if split == "train" else shards[len(paths["train"]) :]
+    chosen = shards[: len(train)] if split == "train" else shards[len(train) :]
     return _ShardSource(chosen, root=root, split=split, max_open=max_open, reader=reader)
 
 
@@ -328,16 +284,14 @@ def check_corpus_tokenizer(root: Path, tokenizer_id: str) -> None:
     from enlace_data.tokenizer import load_tokenizer
     from enlace_data.tokenizer_files import DESCRIPTION_FILE, MODEL_FILE
 
-    fix = (
-        "copy the tokenizer files (tokenizer.model and the rest) that built these shards into "
-        "the directory, or rebuild the shards with this tokenizer"
-    )
     if (root / MODEL_FILE).is_file() or (root / DESCRIPTION_FILE).is_file():
         found = load_tokenizer(root).tokenizer_id
         if found != tokenizer_id:
             raise DataError(
                 f"the shards were made by tokenizer {tokenizer_id!r} but the {MODEL_FILE} beside "
-                f"them is tokenizer {found!r} (from another corpus?); {fix}",
+                f"them is tokenizer {found!r} (from another corpus?); copy the tokenizer files "
+                "(tokenizer.model and the rest) that built these shards into the directory, or "
+                "rebuild the shards with this tokenizer",
                 path=root,
             )
     manifest = root / MANIFEST_FILE
@@ -372,13 +326,9 @@ def _build_source(
 
 # ----------------------------------------------------------------------------- windows
 class _Windows:
-    """Numbering of the windows of T + 1 tokens over a source's segments.
-
-    A segment of n tokens holds c = (n - T) // T windows (at least 1 when n >= T + 1), window j
-    starting at phase + j*T. Any phase in 0..slack (slack = n - 1 - c*T, which is >= T - 1 unless
-    c = 1 was forced) keeps every window inside the segment, so training can shift the whole grid
-    each epoch without changing the count.
-    """
+    """Numbering of the windows of T + 1 tokens over a source's segments: a segment of n tokens
+    holds c windows, window j starting at phase + j*T. Any phase in 0..slack (n - 1 - c*T) keeps
+    every window inside its segment, so an epoch can shift the grid without changing the count."""
 
     def __init__(self, source: _Source, context_length: int) -> None:
         T = self.T = context_length
@@ -418,12 +368,16 @@ class StreamArgs(TypedDict):
     world_size: NotRequired[int]
 
 
+def _check_rank(rank: int, world_size: int) -> None:
+    if world_size <= 0 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+
+
 class StreamLoader:
-    """What both loaders share (`Loader` below, `chat_loader.ChatLoader`): every rank walks one
-    global stream of samples, each step taking the next W*B (rank r its r-th block of B), and the
-    state is `samples_consumed` with what it is valid for (dataset fingerprint, seed, context
-    length), checked on resume. Each loader sets what it reads (`description`, `bytes_per_token`,
-    `vocab_size`, `tokenizer_id`) and says `_dataset()`."""
+    """What both loaders share (`Loader` below, `chat_loader.ChatLoader`): the global stream of
+    samples split between ranks, and its state `samples_consumed` with what it is valid for
+    (dataset fingerprint, seed, context length), checked on resume. Each loader sets what it reads
+    (`description`, `bytes_per_token`, `vocab_size`, `tokenizer_id`) and says `_dataset()`."""
 
     _what = "data loader"  # in messages
     _location: Path | str | None = None  # the data's path, for messages
@@ -433,20 +387,14 @@ class StreamLoader:
     tokenizer_id: str
 
     def __init__(self, **stream: Unpack[StreamArgs]) -> None:
-        micro_batch_size, rank = stream["micro_batch_size"], stream.get("rank", 0)
-        world_size = stream.get("world_size", 1)
-        if micro_batch_size <= 0:
-            raise ValueError(f"micro_batch_size must be positive, got {micro_batch_size}")
-        if world_size <= 0 or not 0 <= rank < world_size:
-            raise ValueError(
-                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
-            )
+        self.micro_batch_size = stream["micro_batch_size"]
+        self.rank, self.world_size = stream.get("rank", 0), stream.get("world_size", 1)
+        if self.micro_batch_size <= 0:
+            raise ValueError(f"micro_batch_size must be positive, got {self.micro_batch_size}")
+        _check_rank(self.rank, self.world_size)
         self.split: Split = stream["split"]
         self.context_length = stream["context_length"]
-        self.micro_batch_size = micro_batch_size
         self.seed = stream["seed"]
-        self.rank = rank
-        self.world_size = world_size
         self.samples_consumed = 0  # global samples (chat: conversations), all ranks together
 
     def _dataset(self) -> tuple[str, str, str]:
@@ -480,20 +428,20 @@ class StreamLoader:
                 path=self._location,
             )
         problems: list[str] = []
-        for key, what in (("kind", "data.kind"), ("split", "split"), ("dataset", "dataset")):
-            if state.get(key) != mine[key]:
-                if key == "dataset":
-                    problems.append(
-                        f"the state was saved on other data ({state.get('dataset_summary')!r}); "
-                        f"this loader reads {mine['dataset_summary']!r}"
-                    )
-                else:
-                    problems.append(f"{what} was {state.get(key)!r}, now {mine[key]!r}")
-        if state.get("seed") != self.seed:
-            problems.append(f"the seed (train.seed) was {state.get('seed')!r}, now {self.seed!r}")
-        if state.get("context_length") != self.context_length:
+        for key, what in (
+            ("kind", "data.kind"),
+            ("split", "split"),
+            ("dataset", None),
+            ("seed", "the seed (train.seed)"),
+            ("context_length", "data.context_length"),
+        ):
+            if state.get(key) == mine[key]:
+                continue
             problems.append(
-                f"data.context_length was {state.get('context_length')!r}, now {self.context_length}"
+                f"{what} was {state.get(key)!r}, now {mine[key]!r}"
+                if what
+                else f"the state was saved on other data ({state.get('dataset_summary')!r}); "
+                f"this loader reads {mine['dataset_summary']!r}"
             )
         consumed = state.get("samples_consumed")
         if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
@@ -505,7 +453,6 @@ class StreamLoader:
                 + ". Resume with the same data and settings, or start a new run.",
                 path=self._location,
             )
-        assert isinstance(consumed, int)
         self.samples_consumed = consumed
 
     def __repr__(self) -> str:
@@ -560,15 +507,13 @@ class Loader(StreamLoader):
     def _order_block(self, epoch: int, block: int) -> IntArray:
         """Window ids of epoch positions [block*K, (block+1)*K), computed together and cached:
         vectorising the permutation over K positions costs about as much as over one batch."""
-        key = (epoch, block)
-        ids = self._blocks.get(key)
+        ids = self._blocks.get((epoch, block))
         if ids is None:
             n, K = self._windows.count, ORDER_BLOCK
-            offsets = np.arange(block * K, min((block + 1) * K, n), dtype=np.int64)
-            ids = self._permutation(epoch)(offsets)
+            ids = self._permutation(epoch)(np.arange(block * K, min((block + 1) * K, n)))
             if len(self._blocks) >= 2:  # the current block and the next are all a batch needs
                 self._blocks.pop(next(iter(self._blocks)))
-            self._blocks[key] = ids
+            self._blocks[(epoch, block)] = ids
         return ids
 
     def window_ids(self, positions: IntArray) -> IntArray:
@@ -589,27 +534,18 @@ class Loader(StreamLoader):
             out[sel] = self._order_block(e, b)[offsets[sel] - b * ORDER_BLOCK]
         return out
 
-    def _phase(self, epoch: int) -> int:
-        return _derive_key("enlace-data-phase", self.seed, epoch) % self.context_length
-
     def locations(self, positions: IntArray) -> tuple[IntArray, IntArray]:
-        """(segment, start token) read by each global stream position.
-
-        Train: epoch e = position // N visits the windows in its permuted order, the grid shifted by
-        a phase in 0..T-1 drawn from (seed, e), so epochs see different cuts of the text. Val: the
-        windows in file order, phase 0.
-        """
+        """(segment, start token) read by each global stream position: train shifts epoch e's
+        grid by a phase drawn from (seed, e); val reads the windows in file order, phase 0."""
         windows = self.window_ids(positions)
         if self.split == "val":
             return self._windows.locate(windows)
         epochs = positions // self._windows.count
-        if epochs[0] == epochs[-1]:
-            return self._windows.locate(windows, self._phase(int(epochs[0])))
-        segs = np.empty_like(positions)
-        starts = np.empty_like(positions)
-        for e in np.unique(epochs).tolist():  # a batch straddling two epochs
+        segs, starts = np.empty_like(positions), np.empty_like(positions)
+        for e in np.unique(epochs).tolist():  # two when a batch straddles epochs
             sel = epochs == e
-            segs[sel], starts[sel] = self._windows.locate(windows[sel], self._phase(int(e)))
+            phase = _derive_key("enlace-data-phase", self.seed, e) % self.context_length
+            segs[sel], starts[sel] = self._windows.locate(windows[sel], phase)
         return segs, starts
 
     def __next__(self) -> tuple[IntArray, IntArray]:
@@ -617,8 +553,7 @@ class Loader(StreamLoader):
         if self.split == "val" and self.samples_consumed + W * B > self._windows.count:
             raise StopIteration
         first = self.samples_consumed + self.rank * B
-        positions = np.arange(first, first + B, dtype=np.int64)
-        segs, starts = self.locations(positions)
+        segs, starts = self.locations(np.arange(first, first + B, dtype=np.int64))
         batch = _assemble(self._source, segs, starts, self.context_length)
         self.samples_consumed += W * B
         return batch
@@ -651,28 +586,21 @@ def build_loader(
     refused. `max_open`: most shard files (descriptors or memory maps) open at once. `reader`:
     "pread" (default: positioned reads, small RSS) or "mmap" (slices of memory maps).
     """
+    stream: StreamArgs = {
+        "split": split,
+        "context_length": data_cfg.context_length,
+        "micro_batch_size": micro_batch_size,
+        "seed": seed,
+        "rank": rank,
+        "world_size": world_size,
+    }
     if data_cfg.kind == "chat":
         from enlace_data.chat_loader import build_chat_loader
 
-        return build_chat_loader(  # type: ignore[return-value]  # the same iterator protocol
-            data_cfg,
-            split=split,
-            micro_batch_size=micro_batch_size,
-            seed=seed,
-            rank=rank,
-            world_size=world_size,
-            vocab_size=vocab_size,
-        )
+        # the same iterator protocol, batches of three arrays
+        return build_chat_loader(data_cfg, vocab_size=vocab_size, **stream)  # type: ignore[return-value]
     source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=max_open, reader=reader)
-    return Loader(
-        source,
-        split=split,
-        context_length=data_cfg.context_length,
-        micro_batch_size=micro_batch_size,
-        seed=seed,
-        rank=rank,
-        world_size=world_size,
-    )
+    return Loader(source, **stream)
 
 
 def split_bytes_per_token(
@@ -682,10 +610,8 @@ def split_bytes_per_token(
     if data_cfg.kind == "chat":  # the chat examples know theirs
         return build_loader(data_cfg, split=split, micro_batch_size=1, seed=0).bytes_per_token
     source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=1, reader="pread")
-    try:
-        return source.bytes_per_token
-    finally:
-        source.close()
+    source.close()
+    return source.bytes_per_token
 
 
 def eval_batches(
@@ -701,8 +627,7 @@ def eval_batches(
     Window starts are spread evenly over every valid start position of the val split (all ranks
     together), so a small val split gives overlapping windows rather than repeats.
     """
-    if world_size <= 0 or not 0 <= rank < world_size:
-        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+    _check_rank(rank, world_size)
     if data_cfg.kind == "chat":  # (inputs, targets, segments): see chat_loader
         from enlace_data.chat_loader import chat_eval_batches
 
