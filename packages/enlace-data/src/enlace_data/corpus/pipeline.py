@@ -76,19 +76,6 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _raw_batches(reader: SourceReader, batch_chars: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    size = 0
-    for raw in reader:
-        batch.append(raw.text)
-        size += len(raw.text)
-        if size >= batch_chars:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
 def _counter() -> dict[str, int]:
     return {"docs": 0, "bytes": 0}
 
@@ -107,14 +94,19 @@ class _PrepareRun:
         self.extreme: dict[str, tuple[float, str] | None] = {"train": None, "val": None}
         self.seconds = {"read": 0.0, "clean": 0.0, "dedup": 0.0}
 
-    def _timed_batches(self, reader: SourceReader) -> Iterator[list[str]]:
-        batches = _raw_batches(reader, self.cfg.encoding.batch_chars)
-        while True:
-            t = time.thread_time()
-            batch = next(batches, None)
-            self.seconds["read"] += time.thread_time() - t
-            if batch is None:
-                return
+    def _batches(self, reader: SourceReader) -> Iterator[list[str]]:
+        """The raw texts in batches of about encoding.batch_chars, the reading timed."""
+        batch: list[str] = []
+        size, t = 0, time.thread_time()
+        for raw in reader:
+            batch.append(raw.text)
+            size += len(raw.text)
+            if size >= self.cfg.encoding.batch_chars:
+                self.seconds["read"] += time.thread_time() - t
+                yield batch
+                batch, size, t = [], 0, time.thread_time()
+        self.seconds["read"] += time.thread_time() - t
+        if batch:
             yield batch
 
     def source(self, i: int, reader: SourceReader, pool: OrderedPool, bar: Any) -> dict[str, Any]:
@@ -127,7 +119,7 @@ class _PrepareRun:
             "val": {**_counter(), "words": 0},
         }
         last = 0
-        for _, (results, seconds) in pool.map(prepare_batch, self._timed_batches(reader)):
+        for _, (results, seconds) in pool.map(prepare_batch, self._batches(reader)):
             self.seconds["clean"] += seconds
             bar.update(reader.stats.bytes - last)
             last = reader.stats.bytes
@@ -191,6 +183,11 @@ class CorpusBuild:
         self.log = log
         self.names = [s.name for s in cfg.sources]
 
+    def _bar(self, desc: str, total: int | None = None) -> Any:
+        return tqdm(
+            desc=desc, unit="B", unit_scale=True, disable=self.progress_disabled, total=total
+        )
+
     # --- fingerprints -----------------------------------------------------------------------
     def _prepare_fp(self) -> str:
         files = []
@@ -224,38 +221,30 @@ class CorpusBuild:
         stats: dict[str, Any] = {}
         t0 = time.perf_counter()
         run = _PrepareRun(cfg, tmp, DedupIndex(cfg.dedup, self.work / "dedup.sqlite"))
-        bar = tqdm(desc="prepare", unit="B", unit_scale=True, disable=self.progress_disabled)
-        # Cleaning, filters, keys and MinHash signatures in the workers; decisions here, in order.
+        bar = self._bar("prepare")
         pool: OrderedPool | None = None
         try:
-            pool = OrderedPool(
-                cfg.encoding.workers,
-                init_prepare_worker,
-                (cfg.cleaning.model_dump(), cfg.dedup.model_dump() if cfg.dedup.near else None),
-            )
-            for i, source in enumerate(cfg.sources):
-                reader = SourceReader(source, i, cfg.cleaning, self.config_file)
-                stats[source.name] = run.source(i, reader, pool, bar)
-        except BaseException:
-            run.close()
-            for p in tmp.values():
-                p.unlink(missing_ok=True)
-            if created_out:
-                shutil.rmtree(self.out, ignore_errors=True)
-            raise
-        finally:
-            bar.close()
-            if pool is not None:
-                pool.close()
-        run.close()
-        extreme = run.extreme
-        total = {s: sum(v[s]["docs"] for v in stats.values()) for s in SPLITS}
-        try:
+            try:
+                # Cleaning, filters, keys and signatures in the workers; decisions here, in order.
+                pool = OrderedPool(
+                    cfg.encoding.workers,
+                    init_prepare_worker,
+                    (cfg.cleaning.model_dump(), cfg.dedup.model_dump() if cfg.dedup.near else None),
+                )
+                for i, source in enumerate(cfg.sources):
+                    reader = SourceReader(source, i, cfg.cleaning, self.config_file)
+                    stats[source.name] = run.source(i, reader, pool, bar)
+            finally:
+                bar.close()
+                if pool is not None:
+                    pool.close()
+                run.close()
+            total = {s: sum(v[s]["docs"] for v in stats.values()) for s in SPLITS}
             if total["train"] + total["val"] < 2:
                 self._empty_corpus(stats)
             for empty, other in (("val", "train"), ("train", "val")):
                 if total[empty] == 0:
-                    self._move_one(extreme[other], tmp[other], tmp[empty], stats, other, empty)
+                    self._move_one(run.extreme[other], tmp, stats, other, empty)
         except BaseException:
             for p in tmp.values():
                 p.unlink(missing_ok=True)
@@ -292,15 +281,14 @@ class CorpusBuild:
     def _move_one(
         self,
         extreme: tuple[float, str] | None,
-        src: Path,
-        dst: Path,
+        tmp: dict[str, Path],
         stats: dict[str, Any],
         src_split: str,
         dst_split: str,
     ) -> None:
         """Move the document nearest the split boundary so that no split is empty (tiny corpora)."""
         assert extreme is not None
-        line = extreme[1]
+        line, src, dst = extreme[1], tmp[src_split], tmp[dst_split]
         rest = src.with_name(src.name + ".rest")
         with open(src, encoding="utf-8") as fi, open(rest, "w", encoding="utf-8") as fo:
             moved = False
@@ -376,40 +364,27 @@ class CorpusBuild:
         enc = self.cfg.encoding
         state_file = self.work / "encode-state.json"
         state = _read_json(state_file)
-        existing = [p for s in SPLITS for p in list_shards(self.out, s)]
         if not state or state.get("fingerprint") != fp:
-            if existing:
+            if any(list_shards(self.out, s) for s in SPLITS):
                 raise DataError(
                     f"{self.out} already holds shards of a different build (other config, sources "
                     f"or tokenizer); delete the folder or choose another out_dir in {self.config_file}",
                     path=self.out,
                 )
             state = {"fingerprint": fp, "splits": {}}
-        completed = sum(
-            complete_recorded_shards(self.out, SplitProgress.from_json(p))
-            for p in state["splits"].values()
-        )
-        if completed:
+        progs = {s: SplitProgress.from_json(p) for s, p in state["splits"].items()}
+        if completed := sum(complete_recorded_shards(self.out, p) for p in progs.values()):
             self.log(f"encode: completed {completed} recorded shard(s) a kill left unrenamed")
-        removed = remove_stale_temporaries(self.out)
-        if removed:
+        if removed := remove_stale_temporaries(self.out):
             self.log(
                 f"encode: removed {removed} unfinished temporary shard(s) of an interrupted build"
             )
-        result: dict[str, SplitProgress] = {}
         max_reps = {"train": max(math.ceil(s.weight) for s in self.cfg.sources), "val": 1}
-        todo = [s for s in ("val", "train") if not state["splits"].get(s, {}).get("done")]
+        todo = [s for s in ("val", "train") if not (s in progs and progs[s].done)]
         encoder = Encoder(tok, self.out / MODEL_FILE, enc.workers if todo else 1)
         try:
-            for split in ("val", "train"):
-                prog = (
-                    SplitProgress.from_json(state["splits"][split])
-                    if split in state["splits"]
-                    else SplitProgress(split)
-                )
-                if prog.done:
-                    result[split] = prog
-                    continue
+            for split in todo:
+                prog = progs.setdefault(split, SplitProgress(split))
                 if prog.shards:
                     self.log(f"encode {split}: resuming after {len(prog.shards)} finished shard(s)")
                 # Progress in text bytes; train documents are written `weight` times on average.
@@ -417,20 +392,14 @@ class CorpusBuild:
                     v[split]["bytes"] * (src.weight if split == "train" else 1.0)
                     for src, v in zip(self.cfg.sources, prepared["sources"].values(), strict=True)
                 )
-                bar = tqdm(
-                    desc=f"encode {split}",
-                    unit="B",
-                    unit_scale=True,
-                    disable=self.progress_disabled,
-                    total=int(total),
-                )
+                bar = self._bar(f"encode {split}", total=int(total))
 
                 def save(p: SplitProgress, split: str = split) -> None:
                     state["splits"][split] = p.to_json()
                     _write_json(state_file, state)
 
                 try:
-                    result[split] = encode_split(
+                    progs[split] = encode_split(
                         out_dir=self.out,
                         docs_file=self.work / f"docs-{split}.jsonl",
                         progress=prog,
@@ -447,7 +416,7 @@ class CorpusBuild:
                     bar.close()
         finally:
             encoder.close()
-        return result
+        return progs
 
     # --- all of it ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -457,11 +426,11 @@ class CorpusBuild:
         tok_fp = _hash(prep_fp, self.cfg.tokenizer.model_dump())
         old = _read_json(manifest_path)
         if old is not None:
-            if (
-                old.get("fingerprints", {}).get("prepare") == prep_fp
-                and old.get("fingerprints", {}).get("tokenizer") == tok_fp
-                and old.get("config", {}).get("encoding", {}).get("shard_tokens")
-                == self.cfg.encoding.shard_tokens
+            fps, encoding = old.get("fingerprints", {}), old.get("config", {}).get("encoding", {})
+            if (fps.get("prepare"), fps.get("tokenizer"), encoding.get("shard_tokens")) == (
+                prep_fp,
+                tok_fp,
+                self.cfg.encoding.shard_tokens,
             ):
                 self.log(f"corpus {self.cfg.name}: already built in {self.out} (manifest.json)")
                 return old
