@@ -16,18 +16,13 @@ File layout (format version 1; all integers little-endian)::
     252     4     uint32  CRC-32 of bytes 0..251 (catches a damaged header)
     256     2*N   uint16  the N tokens
 
-A file is valid when the magic, version, dtype and CRC are right and its size is exactly
-header size + token count x 2 (shorter: truncated; longer: trailing garbage). `open_shard` checks all
-of it by reading the 256 header bytes only; the tokens are memory-mapped when asked for, so opening
-thousands of shards costs thousands of small reads and holds no file descriptor.
+A file is valid when the magic, version, dtype and CRC are right and its size is exactly header size
++ token count x 2. `open_shard` checks all of it from the 256 header bytes and the file size, and
+keeps nothing open; the tokens are memory-mapped or read only when asked for.
 
-Directory convention for `data.kind: shards` (what the loader reads and the corpus pipeline writes):
-``<data.path>/<split>_<index:06d>.shard`` for split ``train`` and ``val`` (see `shard_name` and
-`list_shards`); other files there (a manifest, temporary files) are ignored by the loader.
-
-Writing is atomic: tokens go to a temporary file beside the target (a dot-name ending in ".tmp"),
-which is fsynced and then renamed over the final name, and the directory is fsynced, so a shard is
-either complete or absent under its final name.
+Directory convention for `data.kind: shards`: ``<data.path>/<split>_<index:06d>.shard`` for split
+``train`` and ``val`` (`shard_name`, `list_shards`); the loader ignores other files there.
+Writing is atomic (`_fs`): a shard is either complete or absent under its final name.
 """
 
 from __future__ import annotations
@@ -38,7 +33,6 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -106,14 +100,12 @@ def list_shards(root: str | Path, split: str) -> list[Path]:
     return sorted(p for p in Path(root).glob(f"{split}_*{SHARD_SUFFIX}") if p.is_file())
 
 
+@dataclass(frozen=True, slots=True)
 class Shard:
     """An opened (validated) shard. Holds no file descriptor: `tokens()` maps the file on demand."""
 
-    __slots__ = ("header", "path")
-
-    def __init__(self, path: Path, header: ShardHeader) -> None:
-        self.path = path
-        self.header = header
+    path: Path
+    header: ShardHeader
 
     def __len__(self) -> int:
         return self.header.token_count
@@ -148,27 +140,22 @@ class Shard:
 
 
 def _parse_header(path: Path, raw: bytes, file_size: int) -> ShardHeader:
+    n = min(len(raw), len(MAGIC))
+    if raw[:n] != MAGIC[:n]:
+        raise DataError(
+            f"not an Enlace shard (wrong magic {raw[:8]!r}, expected {MAGIC!r}); the file is another "
+            "format or corrupt: rebuild it with the corpus pipeline",
+            path=path,
+        )
     if len(raw) < HEADER_SIZE:
-        if raw[: len(MAGIC)] != MAGIC[: len(raw)]:
-            raise DataError(
-                f"not an Enlace shard (wrong magic {raw[:8]!r}, expected {MAGIC!r}); the file is "
-                "another format or corrupt: rebuild it with the corpus pipeline",
-                path=path,
-            )
         raise DataError(
             f"truncated shard: {file_size} bytes, shorter than the {HEADER_SIZE}-byte header; "
             "an interrupted copy? copy or rebuild it",
             path=path,
         )
-    magic, version, header_size, dtype_raw, count, text_bytes, vocab, _, tok_raw = (
-        _FIELDS.unpack_from(raw)
+    _, version, header_size, dtype_raw, count, text_bytes, vocab, _, tok_raw = _FIELDS.unpack_from(
+        raw
     )
-    if magic != MAGIC:
-        raise DataError(
-            f"not an Enlace shard (wrong magic {magic!r}, expected {MAGIC!r}); the file is another "
-            "format or corrupt: rebuild it with the corpus pipeline",
-            path=path,
-        )
     if version != FORMAT_VERSION:
         raise DataError(
             f"shard format version {version} is not supported (this enlace-data reads version "
@@ -274,9 +261,7 @@ def open_shards(paths: Sequence[str | Path], *, max_vocab_size: int | None = Non
 def _as_tokens(
     tokens: Iterable[int] | np.ndarray[Any, Any], vocab_size: int, path: Path
 ) -> np.ndarray[Any, np.dtype[np.uint16]]:
-    arr = np.asarray(tokens if isinstance(tokens, np.ndarray) else list(tokens))
-    if arr.ndim != 1:
-        arr = arr.reshape(-1)
+    arr = np.asarray(tokens if isinstance(tokens, np.ndarray) else list(tokens)).reshape(-1)
     if arr.size == 0:
         return np.empty(0, dtype=TOKEN_DTYPE)
     if not np.issubdtype(arr.dtype, np.integer):
@@ -319,7 +304,7 @@ class ShardWriter:
         self.tokenizer_id = tokenizer_id
         self.token_count = 0
         self.text_bytes = 0
-        self._file, self._tmp = open_temp_beside(self.path)
+        self._file, self.tmp_path = open_temp_beside(self.path)
         self._file.write(b"\0" * HEADER_SIZE)  # the real header is written on close
         self._closed = False
         self._header: ShardHeader | None = None
@@ -339,9 +324,8 @@ class ShardWriter:
         return self.commit()
 
     def seal(self) -> ShardHeader:
-        """Write the header and fsync the temporary file (`self.tmp_path`), without renaming it:
-        a caller can record the shard as finished, then `commit()`. If the process dies between
-        the two, renaming `tmp_path` to `path` completes the shard."""
+        """Write the header and fsync the temporary file (`tmp_path`), without renaming it, so a
+        caller can record the shard as finished before `commit()` (renaming completes it)."""
         if self._closed:
             raise ValueError(f"ShardWriter for {self.path} is closed")
         header = ShardHeader(
@@ -369,7 +353,7 @@ class ShardWriter:
         if self._closed or self._header is None:
             raise ValueError(f"ShardWriter for {self.path} is not sealed")
         try:
-            os.replace(self._tmp, self.path)
+            os.replace(self.tmp_path, self.path)
         except BaseException:
             self.abort()
             raise
@@ -377,27 +361,18 @@ class ShardWriter:
         fsync_dir(self.path.parent)
         return Shard(self.path, self._header)
 
-    @property
-    def tmp_path(self) -> Path:
-        return self._tmp
-
     def abort(self) -> None:
         """Drop the temporary file; nothing appears under the final name."""
         self._closed = True
         try:
             self._file.close()
         finally:
-            self._tmp.unlink(missing_ok=True)
+            self.tmp_path.unlink(missing_ok=True)
 
     def __enter__(self) -> ShardWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is not None:
             self.abort()
         elif not self._closed:
