@@ -1,22 +1,14 @@
 """`enlace-data smoke`: prepare the smoke corpus (data/smoke/train.txt and val.txt).
 
-By default it downloads a pinned list of public-domain Spanish books from Project Gutenberg, cleans
-each one (`enlace_data.gutenberg.clean_book`: header/footer and every PG reference off, NFC, "\\n"
-line endings) and checks the sha256 of the cleaned text against the pin. The pins were computed
-from the copies in the shared test data (`$ENLACE_SHARED_DATA/es-pd`), so the check survives
-Gutenberg changing its boilerplate; if a text itself changed upstream, the check fails and says so.
-
-`--from DIR` does the same from local .txt files (every *.txt in DIR, name order; files matching a
-pin are reported verified; a file named like a pinned book, ``<name>.txt``, that does not match its
-pin is an error, so a truncated or re-encoded copy never slips in; other files are used as they are). `--url-base` points the download at a
-mirror (tests use a local server); `--books FILE` replaces the pinned list by a JSON list of
-``{"name", "url", "sha256"}`` (url absolute or relative to --url-base).
-
-Split: each book's text before the first paragraph break at or after 95% of its bytes goes to
-train, the rest to val; the splits never overlap. Everything is downloaded and checked in memory
-first; only then are train.txt, val.txt and sources.json written, each to a temporary file that is
-fsynced and renamed, so a failed or partial download leaves nothing half-written (and an earlier
-corpus untouched).
+It downloads a pinned list of public-domain Spanish books from Project Gutenberg (`--url-base`: a
+mirror; `--books FILE`: another list, a JSON list of {"name", "url", "sha256"}), or reads local .txt
+files (`--from DIR`), cleans each (`gutenberg.clean_book`) and checks the sha256 of the cleaned
+text against its pin: the pins were computed from the shared test data's copies, so they survive
+Gutenberg changing its boilerplate. A local file named like a pinned book (``<name>.txt``) must
+match its pin, so a truncated or re-encoded copy never slips in; other local files are used as
+they are. Each book splits at the first paragraph break at or after 95% of its bytes (train before,
+val after). Everything is checked in memory first, then the files are written atomically, so a
+failed download leaves an earlier corpus untouched.
 """
 
 from __future__ import annotations
@@ -108,8 +100,7 @@ def download(url: str, *, label: str, progress: bool = True, timeout: float = TI
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             length = resp.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
-            chunks: list[bytes] = []
-            got = 0
+            data = bytearray()
             with tqdm(
                 total=total,
                 unit="B",
@@ -120,8 +111,7 @@ def download(url: str, *, label: str, progress: bool = True, timeout: float = TI
                 leave=False,
             ) as bar:
                 while chunk := resp.read(1 << 16):
-                    chunks.append(chunk)
-                    got += len(chunk)
+                    data += chunk
                     bar.update(len(chunk))
     except urllib.error.HTTPError as e:
         raise DataError(
@@ -138,12 +128,13 @@ def download(url: str, *, label: str, progress: bool = True, timeout: float = TI
         raise DataError(
             f"download of {url} timed out after {timeout:.0f} s; {hint}", path=url
         ) from None
-    if total is not None and got != total:
+    if total is not None and len(data) != total:
         raise DataError(
-            f"download of {url} was cut after {got} of {total} bytes; rerun to retry, or {hint}",
+            f"download of {url} was cut after {len(data)} of {total} bytes; rerun to retry, or "
+            f"{hint}",
             path=url,
         )
-    return b"".join(chunks)
+    return bytes(data)
 
 
 def _resolve(url: str, base: str) -> str:
@@ -169,12 +160,6 @@ def load_books_file(path: Path) -> tuple[Book, ...]:
 
 
 # ----------------------------------------------------------------------------- prepare
-def _split(text: str) -> tuple[bytes, bytes]:
-    data = text.encode("utf-8")
-    cut = split_point(data, VAL_FRACTION)
-    return data[:cut], data[cut:]
-
-
 def _collect_remote(
     books: Sequence[Book], url_base: str, progress: bool, log: Any
 ) -> list[tuple[Book, str, str, bool]]:
@@ -271,13 +256,15 @@ def prepare_smoke(
     val_parts: list[bytes] = []
     prepared: list[PreparedBook] = []
     for book, source, text, verified in collected:
-        tr, va = _split(text)
-        train_parts.append(tr)
-        val_parts.append(va)
-        prepared.append(PreparedBook(book.name, source, book.sha256, verified, len(tr), len(va)))
+        data = text.encode("utf-8")
+        cut = split_point(data, VAL_FRACTION)
+        train_parts.append(data[:cut])
+        val_parts.append(data[cut:])
+        prepared.append(
+            PreparedBook(book.name, source, book.sha256, verified, cut, len(data) - cut)
+        )
     # Train parts end at a paragraph break; separate val parts by one blank line too.
-    train = b"".join(train_parts)
-    val = b"\n".join(val_parts)
+    train, val = b"".join(train_parts), b"\n".join(val_parts)
     manifest = {
         "about": "Smoke corpus prepared by `enlace-data smoke`: cleaned texts, split per book "
         f"({1 - VAL_FRACTION:.0%} train / {VAL_FRACTION:.0%} val at a paragraph break).",
@@ -285,15 +272,8 @@ def prepare_smoke(
         "val_bytes": len(val),
         "books": [asdict(b) for b in prepared],
     }
-    write_atomic(
-        {
-            out / "train.txt": train,
-            out / "val.txt": val,
-            out / "sources.json": (
-                json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-            ).encode(),
-        }
-    )
+    about = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+    write_atomic({out / "train.txt": train, out / "val.txt": val, out / "sources.json": about})
     say(
         f"wrote {out / 'train.txt'} ({len(train)} bytes) and {out / 'val.txt'} ({len(val)} bytes) from {len(prepared)} books"
     )
@@ -310,35 +290,26 @@ def add_parser(subparsers: Any) -> None:
         "verify each cleaned text's sha256, and write train.txt and val.txt atomically.",
     )
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="output directory (default: data/smoke)"
+        "--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)"
     )
     p.add_argument(
         "--from",
         dest="source_dir",
         type=Path,
-        default=None,
-        help="read local .txt files instead of downloading",
         metavar="DIR",
+        help="read local .txt files instead of downloading",
     )
     p.add_argument(
         "--url-base",
         metavar="URL",
         default=DEFAULT_URL_BASE,
-        help=f"where relative book URLs point (default: {DEFAULT_URL_BASE})",
+        help="where relative book URLs point (default: %(default)s)",
     )
     p.add_argument(
-        "--books",
-        type=Path,
-        metavar="FILE",
-        default=None,
-        help="JSON list of books replacing the pinned list",
+        "--books", type=Path, metavar="FILE", help="JSON list of books replacing the pinned list"
     )
     p.add_argument(
-        "--book",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="only this book of the list (repeatable)",
+        "--book", action="append", metavar="NAME", help="only this book of the list (repeatable)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)

@@ -24,6 +24,7 @@ It is not a hash of the model file, whose trainer section embeds input paths and
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import struct
@@ -114,28 +115,25 @@ class Tokenizer:
             raise DataError(f"{p}: cannot read the tokenizer model ({e.strerror})") from e
         try:
             return cls(proto, origin=str(p))
+        except DataError:
+            raise
         except (RuntimeError, ValueError) as e:
-            if isinstance(e, DataError):
-                raise
             raise DataError(f"{p}: not a SentencePiece model ({e})") from e
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the tokenizer files (tokenizer.model, the Hugging Face files, Enlace's
         description; see tokenizer_files) into `directory`, each atomically."""
-        eot = SPECIAL_TOKENS[self.eot_id]
         roles = {
-            "bos_token": eot,
-            "eos_token": eot,
-            "pad_token": eot,
+            "bos_token": EOT,
+            "eos_token": EOT,
+            "pad_token": EOT,
             "unk_token": SPECIAL_TOKENS[0],
         }
+        bpe = self._spec["model_type"] == "bpe"  # unigram has no exact Hugging Face conversion
         write_tokenizer_files(
             directory,
             description=self.info(),
-            # Unigram models have no exact conversion: no Hugging Face tokenizer.json for them.
-            tokenizer_json=sentencepiece_tokenizer_json(self._spec, self.origin)
-            if self._spec["model_type"] == "bpe"
-            else None,
+            tokenizer_json=sentencepiece_tokenizer_json(self._spec, self.origin) if bpe else None,
             special_tokens=roles,
             model_proto=self._proto,
         )
@@ -193,15 +191,8 @@ class Tokenizer:
         }
         h.update(json.dumps(header, sort_keys=True).encode())
         for i in range(sp.get_piece_size()):
-            kind = (
-                "c"
-                if sp.is_control(i)
-                else "u"
-                if sp.is_unknown(i)
-                else "b"
-                if sp.is_byte(i)
-                else "n"
-            )
+            kinds = ((sp.is_control, "c"), (sp.is_unknown, "u"), (sp.is_byte, "b"))
+            kind = next((k for test, k in kinds if test(i)), "n")
             h.update(sp.id_to_piece(i).encode("utf-8", "surrogatepass") + b"\x00")
             h.update(struct.pack("<f", sp.get_score(i)) + kind.encode())
         return "sp-" + h.hexdigest()[:32]
@@ -250,7 +241,7 @@ def train_tokenizer(
                 counted[0] += 1
                 yield line
 
-    buf = _BytesSink()
+    buf = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences()),
@@ -282,7 +273,7 @@ def train_tokenizer(
         if counted[0] == 0:
             raise DataError("cannot train a tokenizer on an empty sample (no text)") from e
         raise DataError(f"SentencePiece training failed: {e}") from e
-    return Tokenizer(buf.data, origin="<trained>")
+    return Tokenizer(buf.getvalue(), origin="<trained>")
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer | ByteTokenizer:
@@ -365,15 +356,6 @@ def _model_vocab_size(d: Path) -> object:
 
 
 # --- helpers ----------------------------------------------------------------------------------
-class _BytesSink:
-    def __init__(self) -> None:
-        self.data = b""
-
-    def write(self, b: bytes) -> int:
-        self.data += b
-        return len(b)
-
-
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
