@@ -13,13 +13,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def default_file_mode() -> int:
-    """The mode a plain open() would give a new file (mkstemp's files are 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def fsync_dir(directory: Path) -> None:
     """Make a rename inside `directory` durable."""
     try:
@@ -36,7 +29,9 @@ def open_temp_beside(path: Path) -> tuple[BinaryIO, Path]:
     """A new temporary file (opened for binary writing) in `path`'s directory, created if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, default_file_mode())
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)  # the mode a plain open() gives (mkstemp's files are 0600)
     return os.fdopen(fd, "wb"), Path(tmp)
 
 

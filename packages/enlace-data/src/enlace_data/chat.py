@@ -136,6 +136,12 @@ def _dumps(value: Any) -> str:
 
 # One part: (text, is_special, trained).
 Part = tuple[str, bool, bool]
+NEWLINE: Part = ("\n", False, False)
+
+
+def _turn(body: str) -> Iterator[Part]:
+    """An untrained turn: <|im_start|>{body}<|im_end|>\n."""
+    yield from ((IM_START, True, False), (body, False, False), (IM_END, True, False), NEWLINE)
 
 
 def _parts(
@@ -143,37 +149,19 @@ def _parts(
     tools: Sequence[Mapping[str, Any]] | None,
     add_generation_prompt: bool,
 ) -> Iterator[Part]:
-    def special(name: str, trained: bool = False) -> Part:
-        return (name, True, trained)
-
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
     if tools:
-        yield special(IM_START)
-        yield (
-            "system\n" + (system + "\n\n" if system is not None else "") + TOOLS_HEADER,
-            False,
-            False,
-        )
-        for tool in tools:
-            yield ("\n" + _dumps(tool), False, False)
-        yield (TOOLS_FOOTER, False, False)
-        yield special(IM_END)
-        yield ("\n", False, False)
+        specs = "".join("\n" + _dumps(tool) for tool in tools)
+        prompt = system + "\n\n" if system is not None else ""
+        yield from _turn("system\n" + prompt + TOOLS_HEADER + specs + TOOLS_FOOTER)
     elif system is not None:
-        yield special(IM_START)
-        yield ("system\n" + system, False, False)
-        yield special(IM_END)
-        yield ("\n", False, False)
+        yield from _turn("system\n" + system)
     for i, m in enumerate(messages):
         role = m["role"]
         if role == "user":
-            yield special(IM_START)
-            yield ("user\n" + m["content"], False, False)
-            yield special(IM_END)
-            yield ("\n", False, False)
+            yield from _turn("user\n" + m["content"])
         elif role == "assistant":
-            yield special(IM_START)
-            yield ("assistant\n", False, False)
+            yield from ((IM_START, True, False), ("assistant\n", False, False))
             content = m.get("content") or ""
             if content:
                 yield (content, False, True)
@@ -181,27 +169,24 @@ def _parts(
                 fn = call.get("function", call)
                 if content or k:
                     yield ("\n", False, True)
-                yield special(TOOL_CALL, True)
                 args = fn["arguments"]
                 args_text = args if isinstance(args, str) else _dumps(args)
+                yield (TOOL_CALL, True, True)
                 yield (f'\n{{"name": "{fn["name"]}", "arguments": {args_text}}}\n', False, True)
-                yield special(TOOL_CALL_END, True)
-            yield special(IM_END, True)
-            yield ("\n", False, False)
+                yield (TOOL_CALL_END, True, True)
+            yield from ((IM_END, True, True), NEWLINE)
         elif role == "tool":
             if i == 0 or messages[i - 1]["role"] != "tool":
-                yield special(IM_START)
-                yield ("user", False, False)
-            yield ("\n", False, False)
-            yield special(TOOL_RESPONSE)
-            yield ("\n" + m["content"] + "\n", False, False)
-            yield special(TOOL_RESPONSE_END)
+                yield from ((IM_START, True, False), ("user", False, False))
+            yield from (NEWLINE, (TOOL_RESPONSE, True, False))
+            yield from (
+                ("\n" + m["content"] + "\n", False, False),
+                (TOOL_RESPONSE_END, True, False),
+            )
             if i == len(messages) - 1 or messages[i + 1]["role"] != "tool":
-                yield special(IM_END)
-                yield ("\n", False, False)
+                yield from ((IM_END, True, False), NEWLINE)
     if add_generation_prompt:
-        yield special(IM_START)
-        yield ("assistant\n", False, False)
+        yield from ((IM_START, True, False), ("assistant\n", False, False))
 
 
 def render_text(

@@ -24,7 +24,7 @@ import unicodedata
 _START = re.compile(
     r"^\s*(\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG|\*END\*THE SMALL PRINT)", re.IGNORECASE
 )
-_END = re.compile(
+PG_END = re.compile(
     r"^\s*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|End of (the )?Project Gutenberg)",
     re.IGNORECASE,
 )
@@ -55,7 +55,7 @@ def strip_gutenberg(text: str) -> str:
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if _START.match(line)), None)
     if start is not None:
-        end = next((i for i in range(start + 1, len(lines)) if _END.match(lines[i])), len(lines))
+        end = next((i for i in range(start + 1, len(lines)) if PG_END.match(lines[i])), len(lines))
         lines = lines[start + 1 : end]
     paragraphs = [p.strip("\n") for p in re.split(r"\n{2,}", "\n".join(lines))]
     kept: list[str] = []

@@ -10,6 +10,7 @@ not pay for pydantic and the config stack.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,19 +19,14 @@ if TYPE_CHECKING:
     from enlace_data.shards import MANIFEST_FILE
 
 __all__ = ["MANIFEST_FILE", "build_corpus", "load_corpus_config"]
+_HOMES = {
+    "load_corpus_config": "enlace_data.corpus.config",
+    "build_corpus": "enlace_data.corpus.pipeline",
+    "MANIFEST_FILE": "enlace_data.shards",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "load_corpus_config":
-        from enlace_data.corpus.config import load_corpus_config
-
-        return load_corpus_config
-    if name == "build_corpus":
-        from enlace_data.corpus.pipeline import build_corpus
-
-        return build_corpus
-    if name == "MANIFEST_FILE":
-        from enlace_data.shards import MANIFEST_FILE
-
-        return MANIFEST_FILE
-    raise AttributeError(name)
+    if name not in _HOMES:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -27,7 +27,6 @@ import numpy as np
 from enlace_config.schema.corpus import DedupConfig
 
 _WORD = re.compile(r"\w+")
-_MASK64 = (1 << 64) - 1
 _CHUNK = 4096
 
 

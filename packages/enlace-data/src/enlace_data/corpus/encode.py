@@ -147,11 +147,9 @@ class Encoder:
             workers, _init_worker if workers > 1 else _no_init, (str(model_path),)
         )
 
-    def map(
-        self, batches: Iterator[Batch]
-    ) -> Iterator[tuple[Batch, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
-        for b, (flat, ends) in self.pool.map(_worker_encode, batches, send=lambda b: b.texts):
-            yield b, flat, ends
+    def map(self, batches: Iterator[Batch]) -> Iterator[tuple[Batch, tuple[Any, Any]]]:
+        """(batch, (its tokens flat, each document's end)) in order."""
+        return self.pool.map(_worker_encode, batches, send=lambda b: b.texts)
 
     def close(self) -> None:
         self.pool.close()
@@ -227,7 +225,7 @@ def encode_split(
 
     try:
         while progress.pass_index < passes:
-            for batch, flat, ends in encoder.map(
+            for batch, (flat, ends) in encoder.map(
                 _batches(docs_file, progress.pass_index, progress.offset, batch_chars)
             ):
                 starts = np.concatenate(([0], ends[:-1]))

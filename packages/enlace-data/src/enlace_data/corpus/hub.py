@@ -21,22 +21,6 @@ from enlace_config.schema.corpus import CorpusSource
 from enlace_data.errors import DataError
 
 
-def hub_pattern(source: CorpusSource) -> str:
-    """The source's `files` pattern with {subset} and {split} replaced."""
-    return source.files.replace("{subset}", source.subset or "").replace("{split}", source.split)
-
-
-def _hub() -> object:
-    try:
-        import huggingface_hub
-    except ImportError:
-        raise DataError(
-            "sources of kind hub need huggingface_hub and pyarrow: install enlace-data's web "
-            "extra (pip install 'enlace-data[web]', or uv sync --extra web)"
-        ) from None
-    return huggingface_hub
-
-
 def _explain(exc: Exception, source: CorpusSource, where: str) -> DataError:
     """A huggingface_hub or network error as a message the user can act on."""
     from huggingface_hub import errors
@@ -61,22 +45,20 @@ def _explain(exc: Exception, source: CorpusSource, where: str) -> DataError:
     return DataError(f"{what} {why}")
 
 
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
 def hub_files(source: CorpusSource, where: str) -> Iterator[Path]:
     """The local paths of the source's files, each downloaded (or found in the cache) when the
     iteration reaches it."""
-    _hub()
-    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
-
-    assert source.dataset is not None
-    pattern = hub_pattern(source)
     try:
-        if _offline():
+        from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
+    except ImportError:
+        raise DataError(
+            "sources of kind hub need huggingface_hub and pyarrow: install enlace-data's web "
+            "extra (pip install 'enlace-data[web]', or uv sync --extra web)"
+        ) from None
+    assert source.dataset is not None
+    pattern = source.files.replace("{subset}", source.subset or "").replace("{split}", source.split)
+    try:
+        if constants.HF_HUB_OFFLINE:
             root = Path(
                 snapshot_download(
                     source.dataset,

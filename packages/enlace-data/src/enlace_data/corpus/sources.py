@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import re
@@ -33,14 +34,11 @@ from pathlib import Path
 from enlace_config.schema.corpus import CleaningConfig, CorpusSource
 
 from enlace_data.errors import DataError
+from enlace_data.gutenberg import PG_END
 
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
 PARQUET_BATCH_ROWS = 512  # rows per pyarrow batch: a few MB of web text at a time
 _PG_START = re.compile(r"^\s*\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
-_PG_END = re.compile(
-    r"^\s*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|End of (the )?Project Gutenberg)",
-    re.IGNORECASE,
-)
 _PG_WORDS = ("gutenberg", "pgdp.net", "distributed proofread")
 _PG_OPENINGS = ("produced by", "etext prepared by", "e-text prepared by")
 
@@ -89,7 +87,8 @@ class SourceReader:
         if self.source.kind == "hub":
             from enlace_data.corpus.hub import hub_files
 
-            return hub_files(self.source, _where(self.source, self.index, self.config_file))
+            where = f"sources[{self.index}] ({self.source.name!r}) in {self.config_file}"
+            return hub_files(self.source, where)
         return iter(resolve_source_files(self.source, self.index, self.config_file))
 
     def __iter__(self) -> Iterator[RawDoc]:
@@ -194,12 +193,9 @@ class SourceReader:
             head.append(item)
             if len(head) >= _PG_HEADER_SEARCH_LINES:
                 break
-        for item in head:  # no START marker near the top: not a Gutenberg file, keep it all
-            if _PG_END.match(item[1]):
-                return
-            yield item
-        for item in lines:
-            if _PG_END.match(item[1]):
+        # No START marker near the top: not a Gutenberg file, keep it all.
+        for item in itertools.chain(head, lines):
+            if PG_END.match(item[1]):
                 return
             yield item
 
@@ -282,10 +278,6 @@ class SourceReader:
             if isinstance(e, DataError):
                 raise
             raise DataError(f"{path}: cannot read as parquet ({e})", path=path) from e
-
-
-def _where(source: CorpusSource, index: int, config_file: str) -> str:
-    return f"sources[{index}] ({source.name!r}) in {config_file}"
 
 
 def _paragraphs(lines: Iterator[tuple[int, str]], unwrap_min: int) -> Iterator[tuple[int, str]]:
