@@ -7,10 +7,11 @@ either complete or absent (or the previous version), whatever kills the process.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 def fsync_dir(directory: Path) -> None:
@@ -33,6 +34,11 @@ def open_temp_beside(path: Path) -> tuple[BinaryIO, Path]:
     os.umask(mask)
     os.fchmod(fd, 0o666 & ~mask)  # the mode a plain open() gives (mkstemp's files are 0600)
     return os.fdopen(fd, "wb"), Path(tmp)
+
+
+def json_bytes(obj: Any) -> bytes:
+    """`obj` as the indented UTF-8 JSON every file of the package is written in."""
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def write_atomic(files: dict[Path, bytes]) -> None:

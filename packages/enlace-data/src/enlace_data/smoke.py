@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from enlace_data._fs import write_atomic
+from enlace_data._fs import json_bytes, write_atomic
 from enlace_data.errors import DataError
 from enlace_data.gutenberg import clean_book
 from enlace_data.sample import split_point
@@ -272,8 +272,9 @@ def prepare_smoke(
         "val_bytes": len(val),
         "books": [asdict(b) for b in prepared],
     }
-    about = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
-    write_atomic({out / "train.txt": train, out / "val.txt": val, out / "sources.json": about})
+    write_atomic(
+        {out / "train.txt": train, out / "val.txt": val, out / "sources.json": json_bytes(manifest)}
+    )
     say(
         f"wrote {out / 'train.txt'} ({len(train)} bytes) and {out / 'val.txt'} ({len(val)} bytes) from {len(prepared)} books"
     )

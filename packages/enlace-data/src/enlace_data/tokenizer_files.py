@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from enlace_data._fs import write_atomic
+from enlace_data._fs import json_bytes, write_atomic
 from enlace_data.errors import DataError
 
 __all__ = [
@@ -76,18 +76,14 @@ def write_tokenizer_files(
         # apply_chat_template renders text and tokenizes it: the special tokens' text must then
         # read as their ids (as in every Hugging Face chat model), so they are not split here.
         config |= {"chat_template": description["chat_template"], "split_special_tokens": False}
-    files = {d / DESCRIPTION_FILE: _json(description)}
+    files = {d / DESCRIPTION_FILE: json_bytes(description)}
     if model_proto is not None:
         files[d / MODEL_FILE] = model_proto
     if tokenizer_json is not None:
-        files[d / HF_TOKENIZER_FILE] = _json(tokenizer_json)
-        files[d / HF_CONFIG_FILE] = _json(config)
-        files[d / HF_SPECIAL_FILE] = _json(special_tokens)
+        files[d / HF_TOKENIZER_FILE] = json_bytes(tokenizer_json)
+        files[d / HF_CONFIG_FILE] = json_bytes(config)
+        files[d / HF_SPECIAL_FILE] = json_bytes(special_tokens)
     write_atomic(files)  # all renamed in together: never one tokenizer's model beside another's ids
-
-
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 # --- byte level ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 from enlace_config.schema.corpus import CorpusConfig
 from tqdm import tqdm
 
-from enlace_data._fs import write_atomic
+from enlace_data._fs import json_bytes, write_atomic
 from enlace_data.corpus.cleaning import FILTERS
 from enlace_data.corpus.dedup import DedupIndex
 from enlace_data.corpus.encode import (
@@ -66,7 +66,7 @@ def _unit(*parts: str | bytes) -> float:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    write_atomic({path: (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()})
+    write_atomic({path: json_bytes(obj)})
 
 
 def _read_json(path: Path) -> Any:

@@ -3,13 +3,12 @@ efficiency on the validation split (bytes per token, tokens per word, against by
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enlace_config.schema.corpus import CorpusConfig
 
-from enlace_data._fs import write_atomic
+from enlace_data._fs import json_bytes, write_atomic
 from enlace_data.corpus.cleaning import FILTERS
 from enlace_data.tokenizer import Tokenizer
 
@@ -134,11 +133,5 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> None:
-    write_atomic(
-        {
-            out_dir / "report.json": (
-                json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-            ).encode(),
-            out_dir / "report.md": format_report(report).encode(),
-        }
-    )
+    md = format_report(report).encode()
+    write_atomic({out_dir / "report.json": json_bytes(report), out_dir / "report.md": md})
