@@ -17,7 +17,6 @@ prompts whose content was never trained on, not memorised lines.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from typing import Any
 
 from enlace_data.errors import DataError
@@ -152,20 +151,12 @@ def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
             (f"¿Qué tiempo hará {day} en {city}?", f"¿Va a llover {day} en {city}?",
              f"¿Qué temperatura hace {day} en {city}?")
         )  # fmt: skip
-        return (
-            q,
-            f"tiempo {city}",
-            f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados.",
-        )
+        return q, f"tiempo {city}", f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados."
     if kind == 1:
         team = rng.choice(_split(TEAMS, val))
         a, b = rng.randint(0, 4), rng.randint(0, 4)
         q = rng.choice((f"¿Cómo quedó {team} ayer?", f"¿Ganó {team} su último partido?"))
-        return (
-            q,
-            team.removeprefix("el "),
-            f"El último partido de {team} acabó {a}-{b}.",
-        )
+        return q, team.removeprefix("el "), f"El último partido de {team} acabó {a}-{b}."
     if kind == 2:
         product = rng.choice(_split(PRODUCTS, val))
         price = f"{rng.randint(1, 9)},{rng.randint(0, 99):02d}"
@@ -176,11 +167,11 @@ def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
     if kind == 3:
         place, city = rng.choice(_split(PLACES, val)), rng.choice(_split(CITIES, val))
         o, c = rng.randint(8, 10), rng.randint(14, 21)
-        q = f"¿A qué hora abre {place} de {city} hoy?"
+        fact = f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00."
         return (
-            q,
+            f"¿A qué hora abre {place} de {city} hoy?",
             f"horario {place.split()[-1]} {city}",
-            f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00.",
+            fact,
         )
     topic = rng.choice(_split(NEWS, val))
     q = rng.choice(
@@ -279,22 +270,14 @@ def builtin_conversations(
     val = split == "val"
     rng = random.Random(f"enlace-chat-builtin:{split}:{seed}")
     out: list[dict[str, Any]] = []
-    kinds: tuple[Callable[[], list[dict[str, Any]]], ...] = (
-        lambda: _plain(rng, val),
-        lambda: _plain(rng, val),
-        lambda: [],  # a question needing current information (half of them)
-        lambda: [],
-    )
     for _ in range(n):
         with_tools = rng.random() < 0.5
-        turns = rng.choice(kinds)()
-        if not turns:
-            question, query, fact = _search_question(rng, val)
-            turns = (
-                _search_turns(rng, question, query, fact)
-                if with_tools
-                else _refusal_turns(rng, question)
-            )
+        if rng.randrange(4) < 2:  # half of them plain, half needing current information
+            turns = _plain(rng, val)
+        elif with_tools:
+            turns = _search_turns(rng, *_search_question(rng, val))
+        else:
+            turns = _refusal_turns(rng, _search_question(rng, val)[0])
         system = rng.choice(SYSTEMS)
         messages = ([{"role": "system", "content": system}] if system else []) + turns
         conv: dict[str, Any] = {"messages": messages}

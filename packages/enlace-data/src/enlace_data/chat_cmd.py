@@ -1,12 +1,10 @@
 """`enlace-data chat SOURCE OUT_DIR`: write a chat data directory (train.jsonl, val.jsonl).
 
 SOURCE is a local .jsonl/.parquet file or a directory of them, a Hugging Face Hub dataset id
-(`owner/name`, downloaded with huggingface_hub: run it where the internet is, e.g. the GPU box), or
-`builtin` (the Spanish set built into enlace-data). Each record must hold an OpenAI-style
-`messages` list, or ShareGPT's `conversations` list of {from, value} (human/gpt/system), which is
-mapped to it. Invalid records are skipped and counted (the first few reasons are printed);
-`--strict` stops at the first one instead. The val split is a deterministic share of the records,
-chosen by a hash of each record, so re-running gives the same split.
+(`owner/name`, downloaded with huggingface_hub), or `builtin` (the Spanish set built into
+enlace-data). Records hold OpenAI `messages` or ShareGPT `conversations` ({from, value}), mapped to
+them. Invalid records are skipped and counted (`--strict` stops at the first). The val split is a
+hash-chosen share of the records, so a rerun gives the same split.
 """
 
 from __future__ import annotations

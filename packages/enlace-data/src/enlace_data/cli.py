@@ -1,17 +1,8 @@
-"""`enlace-data`: the data command line (smoke corpus, shard inspection, corpus pipeline,
-chat data).
+"""`enlace-data`: the data command line (smoke corpus, shard inspection, corpus pipeline, chat data).
 
-Adding a subcommand: write a module with
-
-    def add_parser(subparsers: argparse._SubParsersAction) -> None:
-        p = subparsers.add_parser("name", help="...", description="...")
-        p.add_argument(...)
-        p.set_defaults(func=run)          # run(args: argparse.Namespace) -> int (exit code)
-
-and add the module's dotted name to `SUBCOMMAND_MODULES` below (one line). Modules are imported only
-when the CLI starts, so heavy imports stay inside `run`. Raise `DataError` for anything the user can
-fix: the CLI prints its message as one paragraph and exits with code 2 (a traceback only with
-`--debug`).
+A subcommand is a module with `add_parser(subparsers)` (which sets `func=run`, `run(args) -> int`)
+listed in `SUBCOMMAND_MODULES`; heavy imports stay inside `run`. A `DataError` is printed as one
+paragraph with exit code 2 (a traceback only with `--debug`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Clean a Project Gutenberg plain-text ebook down to the work itself.
 
 `clean_book(raw)` = `normalize_text` (UTF-8 without BOM, "\\n" line endings, trailing spaces off,
-NFC) then `strip_gutenberg`:
-
-- keep only what lies between the start marker (``*** START OF THE/THIS PROJECT GUTENBERG EBOOK
-  ... ***``, with or without spaces after the asterisks, or the old ``*END*THE SMALL PRINT``) and the
-  end marker (``*** END OF THE/THIS PROJECT GUTENBERG EBOOK``, or the ``End of (the) Project
-  Gutenberg's ...`` line that older files put before it);
-- drop every paragraph that still names Project Gutenberg (transcriber notes pointing at PG
-  files), and the production credits at the top ("Produced by ...", "E-text prepared by ...");
-  once the header and footer go, no reference to Project Gutenberg may stay (its licence asks that);
-- rejoin paragraphs with one blank line, end with one newline.
-
-Text without the markers is kept whole (minus the normalisation), so local non-PG files work too.
-The result is what the smoke corpus's pinned sha256 sums are computed over.
+NFC) then `strip_gutenberg`: keep what lies between the START marker (or the old ``*END*THE SMALL
+PRINT``) and the END marker (or the older ``End of (the) Project Gutenberg's ...`` line); drop every
+paragraph still naming Project Gutenberg and the production credits at the top (its licence asks
+that no reference stays once the header goes); rejoin paragraphs with one blank line. Text without
+the markers is kept whole, so local non-PG files work too. The smoke corpus's pinned sha256 sums
+are computed over the result.
 """
 
 from __future__ import annotations

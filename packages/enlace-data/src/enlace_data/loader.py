@@ -46,10 +46,11 @@ _M1 = _U64(0xBF58476D1CE4E5B9)
 _M2 = _U64(0x94D049BB133111EB)
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
+U64Array = np.ndarray[Any, np.dtype[np.uint64]]
 
 
 # ----------------------------------------------------------------------------- order
-def _mix64(x: np.ndarray[Any, np.dtype[np.uint64]]) -> np.ndarray[Any, np.dtype[np.uint64]]:
+def _mix64(x: U64Array) -> U64Array:
     """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
     x = (x ^ (x >> _U64(30))) * _M1
     x = (x ^ (x >> _U64(27))) * _M2
@@ -76,9 +77,7 @@ class Permutation:
         self._mask = _U64((1 << (bits // 2)) - 1)
         self._keys = [_U64(_derive_key(key, r)) for r in range(self.ROUNDS)]
 
-    def _feistel(
-        self, x: np.ndarray[Any, np.dtype[np.uint64]]
-    ) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    def _feistel(self, x: U64Array) -> U64Array:
         left, right = x >> self._half, x & self._mask
         for k in self._keys:
             left, right = right, left ^ (_mix64(right ^ k) & self._mask)

@@ -1,11 +1,9 @@
 """The smoke corpus built into enlace-data: the 14 pinned public-domain Spanish books (8.6 MB).
 
-Used when a bytes run's `data.path` does not exist and `data.fallback` is `builtin`, so the first
-command of a fresh clone trains, offline, on the same text `enlace-data smoke` prepares: the files
-`smoke_train.txt.xz` and `smoke_val.txt.xz` are exactly its `train.txt` and `val.txt` (each book
-cleaned by `enlace_data.gutenberg.clean_book`, split per book at a paragraph break at 95%), xz
-compressed (2.5 MB). `SMOKE_NOTICE.md` says what the texts are and why they are public domain;
-`sha256` pins below guard the embedded bytes (a test recomputes them from the shared books).
+Used when a bytes run's `data.path` does not exist and `data.fallback` is `builtin`, so a fresh
+clone trains offline. `smoke_train.txt.xz` and `smoke_val.txt.xz` are exactly what `enlace-data
+smoke` writes, xz compressed (2.5 MB), guarded by the sha256 pins below; `SMOKE_NOTICE.md` says why
+the texts are public domain.
 """
 
 from __future__ import annotations

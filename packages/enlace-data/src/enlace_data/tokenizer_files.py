@@ -1,20 +1,16 @@
 """The tokenizer files: what a corpus, a checkpoint and an export carry so that no other package
-needs the tokenizer's internals. Written by `Tokenizer.save` / `ByteTokenizer.save`; the trainer
-puts them into every checkpoint, `enlace-model export` copies them into the Hugging Face folder
-(adding `model_max_length`), and `load_tokenizer` reads any of these directories the same way.
+needs the tokenizer's internals. Written by `Tokenizer.save` / `ByteTokenizer.save`, read by
+`load_tokenizer`, copied into checkpoints and Hugging Face exports.
 
     tokenizer.json           the Hugging Face `tokenizers` file: same ids as Enlace's `encode`
-    tokenizer_config.json    Hugging Face's settings: class, special tokens (a chat template goes here)
+    tokenizer_config.json    Hugging Face's settings: class, special tokens, chat template
     special_tokens_map.json  the same special tokens, for older tools
     tokenizer.model          the SentencePiece model (SentencePiece tokenizers only)
-    enlace_tokenizer.json    Enlace's description: kind, tokenizer_id, vocab_size, special_ids,
-                             eot_id, encoding rules (what `load_tokenizer` and the export read)
+    enlace_tokenizer.json    Enlace's description: kind, tokenizer_id, vocab_size, special_ids...
 
-Nothing here needs the `tokenizers` or `transformers` libraries: the JSON is written directly. The
-SentencePiece → `tokenizers` conversion is BPE with byte fallback, its merges derived as
-transformers' SentencePieceExtractor derives them, the control, unknown and user-defined pieces
-as added tokens. One known difference: Enlace encodes a literal U+2581 ('▁') as its three UTF-8
-byte tokens; the `tokenizers` library treats it as a space marker.
+The JSON is written directly (no `tokenizers` dependency). SentencePiece BPE converts to BPE with
+byte fallback, merges derived as transformers' SentencePieceExtractor derives them. One known
+difference: Enlace encodes a literal U+2581 as its three byte tokens; `tokenizers` reads a space.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """Deduplication: exact (hash of the normalised text) and near-duplicate (MinHash + LSH).
 
-Near duplicates: a document's shingles are its overlapping runs of `shingle_words` words
-(case-folded); their MinHash signature (`num_perm` values, multiply-shift hashing of 64-bit shingle
-hashes) estimates the Jaccard similarity of two shingle sets as the fraction of equal values. The
-signature is cut into b bands of r rows (b*r <= num_perm, chosen like datasketch's MinHashLSH to
-minimise false positives and (weighted more) false negatives around the threshold); documents sharing a band are
-candidates, and a candidate is a duplicate when the estimated similarity is at least the threshold
-(so the band choice only affects recall, never precision). The first document seen is kept.
+A document's shingles are its runs of `shingle_words` case-folded words; their MinHash signature
+(`num_perm` multiply-shift hashes) estimates Jaccard similarity as the fraction of equal values.
+The signature is cut into b bands of r rows (chosen like datasketch's MinHashLSH, weighting false
+negatives more); documents sharing a band are candidates, and a candidate whose estimated
+similarity reaches the threshold is a duplicate (so the bands affect recall, never precision). The
+first document seen is kept.
 
-State on disk: what grows with the corpus (the exact keys, the kept documents' signatures and the
-band tables) lives in one SQLite file (`work/dedup.sqlite` during a build, deleted when the stage
-finishes), so memory stays bounded by SQLite's page cache (`dedup.cache_mb`) however large the
-corpus; the disk holds about 0.7 KB per kept document at the defaults (16-byte key, 512-byte
-signature, 12 band keys). Lookups are indexed: the cost per document does not grow with the corpus.
+What grows with the corpus (exact keys, kept signatures, band tables) lives in one SQLite file, so
+memory stays bounded by its page cache (`dedup.cache_mb`); about 0.7 KB of disk per kept document
+at the defaults, and indexed lookups whose cost does not grow with the corpus.
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
 """Encoding the cleaned documents into uint16 shards, in parallel, resumably.
 
-Input: ``work/docs-<split>.jsonl`` (one cleaned document per line: ``{"s": source index, "t": text,
-"r": times to write it}``). Output: ``<split>_<index:06d>.shard`` files (`enlace_data.shards`), each
-ending at the first document boundary at or after `encoding.shard_tokens` tokens. Every document is
-preceded by <|endoftext|>, so documents are separated by it and a shard starts with it.
+Input: ``work/docs-<split>.jsonl`` (``{"s": source index, "t": text, "r": times to write it}``).
+Output: ``<split>_<index:06d>.shard`` files, each ending at the first document boundary at or after
+`encoding.shard_tokens` tokens; every document is preceded by <|endoftext|>.
 
-Order and contents never depend on the number of workers: the main process reads documents in file
-order, hands batches of about `batch_chars` characters to worker processes (at most 2 per worker in
-flight, so memory stays flat however big the corpus), and writes the results back in order. A
-document written r > 1 times (source weight) is written once per *pass* over the file (pass p writes
-the documents with r > p), so that copies are far apart.
+The output never depends on the number of workers: the main process reads documents in order,
+hands batches to the workers (at most 2 per worker in flight, so memory stays flat) and writes the
+results in order. A document written r > 1 times is written once per pass over the file, so that
+copies are far apart.
 
-Resumability: a finished shard is sealed (header written, fsynced) as a temporary dot-file, then
-``work/encode-state.json`` records it (with its temporary name), where the next shard starts (split,
-pass, byte offset in the docs file) and the counts so far, and only then is it renamed into place.
-A build killed at any point restarts from the last recorded shard: finished shards are not redone
-(one killed between the record and the rename is completed by `complete_recorded_shards`), the
-half-written one only ever existed as a temporary dot-file (removed on restart), and the rest is the
-same bytes an uninterrupted build writes.
+Resuming: a finished shard is sealed as a temporary dot-file, recorded in
+``work/encode-state.json`` (with where the next shard starts and the counts so far), and only then
+renamed into place. A killed build restarts from the last recorded shard (completing a rename the
+kill interrupted, removing the half-written temporary) and writes the same bytes an uninterrupted
+build writes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Sources of kind hub: parquet files of a Hugging Face Hub dataset, fetched with `huggingface_hub`.
 
-The files matching the source's pattern are listed once, sorted by name, and downloaded one at a
-time as the build reaches them (`hf_hub_download` into the Hugging Face cache, HF_HOME): a source
-with `max_bytes` downloads only the files it reads, a file already in the cache is not downloaded
-again, and a download cut short resumes where it stopped (the library keeps the partial blob).
-With HF_HUB_OFFLINE=1 the files come from the cache only (listed from the cached snapshot).
-
-Endpoint and cache follow huggingface_hub's own variables (HF_ENDPOINT, HF_HOME, HF_TOKEN), so a
-mirror or a pre-filled cache works without configuration here.
+The matching files are listed once, sorted, and downloaded one at a time as the build reaches them
+(into the Hugging Face cache): a source with `max_bytes` downloads only what it reads, and a cut
+download resumes. HF_HUB_OFFLINE=1 lists and reads the cached snapshot only; HF_ENDPOINT, HF_HOME
+and HF_TOKEN work as in huggingface_hub.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """An order-keeping process pool with bounded work in flight, and the prepare stage's worker side.
 
-`OrderedPool.map(fn, items)` yields `(item, fn(item))` in input order. With one worker it runs in
-this process; otherwise in `spawn` processes (safe with threads, and the same on every platform).
-At most two items per worker are in flight, so a generator over a huge corpus is read only as fast
-as it is processed (`Pool.imap` would read it all ahead into memory).
+`OrderedPool.map(fn, items)` yields `(item, fn(item))` in input order, in this process for one
+worker, else in `spawn` processes. At most two items per worker are in flight, so a huge generator
+is read only as fast as it is processed (`Pool.imap` would read it all ahead).
 """
 
 from __future__ import annotations
