@@ -38,6 +38,7 @@ from enlace_data.tokenizer import Tokenizer
 CRASH_ENV = "ENLACE_CORPUS_CRASH_AFTER_SHARDS"
 CRASH_BEFORE_RENAME_ENV = "ENLACE_CORPUS_CRASH_BEFORE_RENAME"
 
+COUNTS = ("documents", "tokens", "text_bytes")  # per source in the build state, in this order
 _worker_tok: Tokenizer | None = None
 _shards_finished_in_process = [0]  # for the CRASH_ENV hook
 
@@ -51,10 +52,10 @@ def _no_init(*args: object) -> None:
     pass
 
 
-def _encode_texts(
-    tok: Tokenizer, texts: list[str]
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+def _encode(texts: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """All documents' tokens, each preceded by <|endoftext|>, flat; and each document's end."""
+    tok = _worker_tok
+    assert tok is not None
     ids = tok.encode_batch(texts)
     lengths = np.fromiter((len(x) + 1 for x in ids), dtype=np.int64, count=len(ids))
     ends = np.cumsum(lengths)
@@ -65,11 +66,6 @@ def _encode_texts(
         flat[pos + 1 : pos + 1 + len(x)] = x
         pos += len(x) + 1
     return flat, ends
-
-
-def _worker_encode(texts: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    assert _worker_tok is not None
-    return _encode_texts(_worker_tok, texts)
 
 
 @dataclass
@@ -110,8 +106,7 @@ def _batches(docs_file: Path, pass_index: int, offset: int, batch_chars: int) ->
     with open(docs_file, "rb") as f:
         f.seek(offset)
         pos = offset
-        b = Batch([], [], [], [])
-        size = 0
+        b, size = Batch([], [], [], []), 0
         for raw in f:
             pos += len(raw)
             d = json.loads(raw)
@@ -121,13 +116,11 @@ def _batches(docs_file: Path, pass_index: int, offset: int, batch_chars: int) ->
             b.texts.append(text)
             b.sources.append(d["s"])
             b.ends.append(pos)
-            n = len(text.encode("utf-8"))
-            b.nbytes.append(n)
+            b.nbytes.append(len(text.encode("utf-8")))
             size += len(text)
             if size >= batch_chars:
                 yield b
-                b = Batch([], [], [], [])
-                size = 0
+                b, size = Batch([], [], [], []), 0
         if b.texts:
             yield b
 
@@ -145,7 +138,7 @@ class Encoder:
 
     def map(self, batches: Iterator[Batch]) -> Iterator[tuple[Batch, tuple[Any, Any]]]:
         """(batch, (its tokens flat, each document's end)) in order."""
-        return self.pool.map(_worker_encode, batches, send=lambda b: b.texts)
+        return self.pool.map(_encode, batches, send=lambda b: b.texts)
 
     def close(self) -> None:
         self.pool.close()
@@ -171,11 +164,10 @@ def complete_recorded_shards(out_dir: Path, progress: SplitProgress) -> int:
 
 
 def remove_stale_temporaries(out_dir: Path) -> int:
-    n = 0
-    for p in out_dir.glob(".*.tmp"):
+    stale = list(out_dir.glob(".*.tmp"))
+    for p in stale:
         p.unlink(missing_ok=True)
-        n += 1
-    return n
+    return len(stale)
 
 
 def encode_split(
@@ -232,16 +224,12 @@ def encode_split(
                             path, vocab_size=tok.vocab_size, tokenizer_id=tok.tokenizer_id
                         )
                         shard_docs = 0
-                    doc = flat[starts[i] : ends[i]]
-                    writer.write(doc, text_bytes=batch.nbytes[i])
+                    doc, nbytes = flat[starts[i] : ends[i]], batch.nbytes[i]
+                    writer.write(doc, text_bytes=nbytes)
                     shard_docs += 1
-                    c = counts.setdefault(
-                        source_names[batch.sources[i]],
-                        {"documents": 0, "tokens": 0, "text_bytes": 0},
-                    )
-                    c["documents"] += 1
-                    c["tokens"] += len(doc)
-                    c["text_bytes"] += batch.nbytes[i]
+                    c = counts.setdefault(source_names[batch.sources[i]], dict.fromkeys(COUNTS, 0))
+                    for key, n in zip(COUNTS, (1, len(doc), nbytes), strict=True):
+                        c[key] += n
                     if crash_after and _shards_finished_in_process[0] >= crash_after:
                         os.kill(os.getpid(), signal.SIGKILL)
                     if writer.token_count >= shard_tokens:

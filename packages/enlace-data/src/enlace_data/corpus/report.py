@@ -28,31 +28,24 @@ def build_report(
 ) -> dict[str, Any]:
     sources: dict[str, Any] = {}
     for name, st in prepared["sources"].items():
+        read = st["read"]
         row: dict[str, Any] = {
-            "read": {
-                "docs": st["read"]["docs"],
-                "bytes": st["read"]["bytes"],
-                "files": st["read"]["files"],
-            },
-            "bad_utf8_bytes": st["read"]["bad_utf8_bytes"],
-            "bad_utf8_dropped": st["read"]["bad_utf8_dropped"],
-            "gutenberg_files": st["read"]["gutenberg_files"],
-            "null_docs": st["read"].get("null_docs", 0),
-            "stopped_at_limit": st["read"].get("stopped_at_limit", False),
+            "read": {k: read[k] for k in ("docs", "bytes", "files")},
+            **{k: read[k] for k in ("bad_utf8_bytes", "bad_utf8_dropped", "gutenberg_files")},
+            "null_docs": read.get("null_docs", 0),
+            "stopped_at_limit": read.get("stopped_at_limit", False),
             "boilerplate_lines": st.get("boilerplate_lines", 0),
-            "cleaned": st["cleaned"],
-            "dropped": st["dropped"],
-            "deduped": st["deduped"],
+            **{k: st[k] for k in ("cleaned", "dropped", "deduped")},
         }
         for split in ("train", "val"):
             enc = splits[split].sources.get(name, {"documents": 0, "tokens": 0, "text_bytes": 0})
             row[split] = {**st[split], "tokens": enc["tokens"], "written_docs": enc["documents"]}
         sources[name] = row
     # Efficiency on the validation split: text tokens only (the separators carry no text).
-    val_docs = sum(r["val"]["docs"] for r in sources.values())
-    val_tokens = sum(r["val"]["tokens"] for r in sources.values()) - val_docs
-    val_bytes = sum(r["val"]["bytes"] for r in sources.values())
-    val_words = sum(r["val"]["words"] for r in sources.values())
+    val_docs, val_tokens, val_bytes, val_words = (
+        sum(r["val"][k] for r in sources.values()) for k in ("docs", "tokens", "bytes", "words")
+    )
+    val_tokens -= val_docs
     efficiency = {
         "val_text_bytes": val_bytes,
         "val_tokens": val_tokens,
