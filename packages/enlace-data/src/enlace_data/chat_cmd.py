@@ -70,21 +70,13 @@ def _files(source: str) -> list[Path]:
 
 def _as_messages(record: Any) -> Any:
     """OpenAI `messages` as they are; ShareGPT `conversations` mapped to them."""
-    if (
-        isinstance(record, dict)
-        and "messages" not in record
-        and isinstance(record.get("conversations"), list)
-    ):
-        turns = [
-            {
-                "role": SHAREGPT_ROLES.get(str(t.get("from")), str(t.get("from"))),
-                "content": t.get("value"),
-            }
-            for t in record["conversations"]
-            if isinstance(t, dict)
-        ]
-        return {"messages": turns}
-    return record
+    turns = record.get("conversations") if isinstance(record, dict) else None
+    if not isinstance(turns, list) or "messages" in record:
+        return record
+    messages = []
+    for role, value in ((str(t.get("from")), t.get("value")) for t in turns if isinstance(t, dict)):
+        messages.append({"role": SHAREGPT_ROLES.get(role, role), "content": value})
+    return {"messages": messages}
 
 
 def _read_tools(path: Path) -> Any:
@@ -106,15 +98,14 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--val-fraction must be between 0 and 1, got {args.val_fraction}")
     out = Path(args.out_dir)
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    skipped, reasons = 0, []
     if args.source == "builtin":
         from enlace_data.chat_builtin import builtin_conversations, check_tools
 
         tools = check_tools(_read_tools(args.tools), str(args.tools)) if args.tools else None
         splits["train"] = builtin_conversations("train", args.builtin_size, tools=tools)
         splits["val"] = builtin_conversations("val", max(1, args.builtin_size // 10), tools=tools)
-        skipped, reasons = 0, []
     else:
-        skipped, reasons = 0, []
         for record, where in (r for f in _files(args.source) for r in iter_records(f)):
             try:
                 if isinstance(record, DataError):
@@ -135,14 +126,10 @@ def run(args: argparse.Namespace) -> int:
             f"too few valid conversations for a train and a val split ({len(splits['train'])} "
             f"train, {len(splits['val'])} val, {skipped} skipped): {'; '.join(reasons)}"
         )
-    write_atomic(
-        {
-            out / f"{split}.jsonl": "".join(
-                json.dumps(c, ensure_ascii=False) + "\n" for c in convs
-            ).encode()
-            for split, convs in splits.items()
-        }
-    )
+    lines = {
+        s: "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cs) for s, cs in splits.items()
+    }
+    write_atomic({out / f"{s}.jsonl": text.encode() for s, text in lines.items()})
     print(
         f"wrote {out}/train.jsonl ({len(splits['train'])} conversations) and val.jsonl "
         f"({len(splits['val'])}); skipped {skipped} invalid"

@@ -109,12 +109,8 @@ class DedupIndex:
             path.unlink(missing_ok=True)  # a state of an interrupted run describes nothing now
         db = self.db = sqlite3.connect(":memory:" if path is None else path)
         # One writer, rebuilt from scratch when a stage reruns: no journal, no fsync.
-        for pragma in (
-            "journal_mode=OFF",
-            "synchronous=OFF",
-            "locking_mode=EXCLUSIVE",
-            f"cache_size={-1024 * cfg.cache_mb}",
-        ):
+        pragmas = ("journal_mode=OFF", "synchronous=OFF", "locking_mode=EXCLUSIVE")
+        for pragma in (*pragmas, f"cache_size={-1024 * cfg.cache_mb}"):
             db.execute(f"PRAGMA {pragma}")
         db.execute("CREATE TABLE exact (key BLOB PRIMARY KEY) WITHOUT ROWID")
         db.execute("CREATE TABLE sigs (id INTEGER PRIMARY KEY, sig BLOB NOT NULL)")
@@ -131,12 +127,8 @@ class DedupIndex:
         self.kept = 0
 
     def check(self, key: bytes, sig: np.ndarray[Any, np.dtype[np.uint32]] | None) -> str | None:
-        seen_exact = False
-        if self.cfg.exact:
-            seen_exact = (
-                self.db.execute("INSERT OR IGNORE INTO exact VALUES (?)", (key,)).rowcount == 0
-            )
-        if seen_exact:
+        exact = "INSERT OR IGNORE INTO exact VALUES (?)"
+        if self.cfg.exact and self.db.execute(exact, (key,)).rowcount == 0:
             return "exact_duplicate"
         if sig is not None and self.cfg.near and self.seen_similar_signature(sig):
             return "near_duplicate"
