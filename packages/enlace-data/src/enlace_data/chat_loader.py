@@ -127,8 +127,6 @@ class ChatExamples:
 
     inputs: list[IntArray]
     targets: list[IntArray]
-    truncated: int
-    dropped: int
     description: str
     fingerprint: str
     bytes_per_token: float
@@ -175,9 +173,7 @@ def render_examples(
         + (f", {truncated} truncated" if truncated else "")
         + (f", {dropped} dropped (overflow={overflow})" if dropped else "")
     )
-    return ChatExamples(
-        inputs, targets, truncated, dropped, description, h.hexdigest()[:32], text_bytes / tokens
-    )
+    return ChatExamples(inputs, targets, description, h.hexdigest()[:32], text_bytes / tokens)
 
 
 # ----------------------------------------------------------------------------- the loader

@@ -493,10 +493,6 @@ class Loader(StreamLoader):
         """Windows in one pass over the split (all ranks together)."""
         return self._windows.count
 
-    @property
-    def epoch(self) -> int:
-        return self.samples_consumed // self._windows.count
-
     def _permutation(self, epoch: int) -> Permutation:
         if self._perm is None or self._perm[0] != epoch:
             key = _derive_key("enlace-data-order", self.seed, epoch)

@@ -70,7 +70,6 @@ class ReadStats:
 @dataclass
 class RawDoc:
     text: str
-    origin: str  # "file:line" of where the document starts, for messages
 
 
 @dataclass
@@ -132,8 +131,8 @@ class SourceReader:
             return None
 
     # --- .txt -------------------------------------------------------------------------------
-    def _lines(self, path: Path) -> Iterator[tuple[int, str]]:
-        """(line number, line without its end) in blocks of about 1 MB: a block decodes in one
+    def _lines(self, path: Path) -> Iterator[str]:
+        """The lines without their ends, read in blocks of about 1 MB: a block decodes in one
         call; only a block with invalid UTF-8 is decoded line by line (to apply the policy and
         name the line)."""
         lineno = 0
@@ -150,43 +149,39 @@ class SourceReader:
                     for i, raw_line in enumerate(block, lineno + 1):
                         line = self._decode(raw_line, path, i)
                         if line is not None:
-                            yield i, line.rstrip("\r\n")
+                            yield line.rstrip("\r\n")
                     lineno += len(block)
                     continue
                 lines = text.split("\n")
                 if lines and lines[-1] == "":
                     lines.pop()  # the block ends with a newline
-                for i, line in enumerate(lines, lineno + 1):
-                    yield i, line.rstrip("\r")
+                for line in lines:
+                    yield line.rstrip("\r")
                 lineno += len(block)
 
     def _txt(self, path: Path) -> Iterator[RawDoc]:
-        lines: Iterator[tuple[int, str]] = self._lines(path)
+        lines = self._lines(path)
         if self.cleaning.strip_gutenberg:
             lines = self._strip_gutenberg(lines)
-        limit = self.cleaning.doc_chars
         parts: list[str] = []
         size = 0
-        start = 0
-        for lineno, para in _paragraphs(lines, self.cleaning.unwrap_min_chars):
+        for para in _paragraphs(lines, self.cleaning.unwrap_min_chars):
             if self.cleaning.strip_gutenberg and _names_gutenberg(para):
                 continue
-            if not parts:
-                start = lineno
             parts.append(para)
             size += len(para) + 2
-            if size >= limit:
+            if size >= self.cleaning.doc_chars:
                 self.stats.docs += 1
-                yield RawDoc("\n\n".join(parts), f"{path}:{start}")
+                yield RawDoc("\n\n".join(parts))
                 parts, size = [], 0
         if parts:
             self.stats.docs += 1
-            yield RawDoc("\n\n".join(parts), f"{path}:{start}")
+            yield RawDoc("\n\n".join(parts))
 
-    def _strip_gutenberg(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-        head: list[tuple[int, str]] = []
+    def _strip_gutenberg(self, lines: Iterator[str]) -> Iterator[str]:
+        head: list[str] = []
         for item in lines:
-            if _PG_START.match(item[1]):
+            if _PG_START.match(item):
                 self.stats.gutenberg_files += 1
                 head = []
                 break
@@ -195,7 +190,7 @@ class SourceReader:
                 break
         # No START marker near the top: not a Gutenberg file, keep it all.
         for item in itertools.chain(head, lines):
-            if PG_END.match(item[1]):
+            if PG_END.match(item):
                 return
             yield item
 
@@ -229,7 +224,7 @@ class SourceReader:
                             path=path,
                         )
                     self.stats.docs += 1
-                    yield RawDoc(text, f"{path}:{lineno}")
+                    yield RawDoc(text)
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"{path}: cannot read ({e})", path=path) from e
 
@@ -273,27 +268,24 @@ class SourceReader:
                         )
                     self.stats.docs += 1
                     self.stats.bytes += len(text.encode("utf-8"))
-                    yield RawDoc(text, f"{path}:row {row}")
+                    yield RawDoc(text)
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             if isinstance(e, DataError):
                 raise
             raise DataError(f"{path}: cannot read as parquet ({e})", path=path) from e
 
 
-def _paragraphs(lines: Iterator[tuple[int, str]], unwrap_min: int) -> Iterator[tuple[int, str]]:
-    """(first line number, paragraph text) for each run of non-blank lines."""
+def _paragraphs(lines: Iterator[str], unwrap_min: int) -> Iterator[str]:
+    """The text of each run of non-blank lines."""
     block: list[str] = []
-    start = 0
-    for lineno, line in lines:
+    for line in lines:
         if line.strip():
-            if not block:
-                start = lineno
             block.append(line)
         elif block:
-            yield start, _unwrap(block, unwrap_min)
+            yield _unwrap(block, unwrap_min)
             block = []
     if block:
-        yield start, _unwrap(block, unwrap_min)
+        yield _unwrap(block, unwrap_min)
 
 
 def _unwrap(block: list[str], unwrap_min: int) -> str:
