@@ -45,16 +45,10 @@ class ByteTokenizer:
         """Write the tokenizer files (a byte-level Hugging Face tokenizer.json whose ids are the
         byte values, the special tokens added after them, and Enlace's description with the chat
         template; see tokenizer_files) into `directory`."""
-        tok = byte_tokenizer_json()
-        tok["added_tokens"] = [
-            {"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
-            for name, i in self.special_ids.items()
-        ]  # fmt: skip
         write_tokenizer_files(
             directory,
             description=self.info(),
-            tokenizer_json=tok,
+            tokenizer_json=byte_tokenizer_json(self.special_ids),
             special_tokens={"eos_token": EOT, "pad_token": EOT},
         )
 

@@ -53,16 +53,6 @@ from enlace_data.special_tokens import (
     TOOL_RESPONSE_END,
 )
 
-__all__ = [
-    "CHAT_TEMPLATE",
-    "ROLES",
-    "Rendered",
-    "ToolCall",
-    "normalize_conversation",
-    "parse_tool_calls",
-    "render",
-    "render_text",
-]
 
 ROLES = ("system", "user", "assistant", "tool")
 TOOLS_HEADER = "# Herramientas\n<tools>"

@@ -23,15 +23,6 @@ from typing import Any
 from enlace_data._fs import json_bytes, write_atomic
 from enlace_data.errors import DataError
 
-__all__ = [
-    "DESCRIPTION_FILE",
-    "HF_TOKENIZER_FILE",
-    "MODEL_FILE",
-    "TOKENIZER_FILES",
-    "byte_tokenizer_json",
-    "sentencepiece_tokenizer_json",
-    "write_tokenizer_files",
-]
 
 MODEL_FILE = "tokenizer.model"
 HF_TOKENIZER_FILE = "tokenizer.json"
@@ -43,6 +34,7 @@ TOKENIZER_FILES = (HF_TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_FILE, MODEL_FIL
 # SentencePiece piece types (sentencepiece_model.proto).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 SPACE = "\u2581"
+_NOT_SPLIT = dict.fromkeys(("single_word", "lstrip", "rstrip", "normalized"), False)
 
 
 def write_tokenizer_files(
@@ -97,8 +89,9 @@ def _bytes_to_unicode() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
 
 
-def byte_tokenizer_json() -> dict[str, Any]:
-    """A `tokenizers` tokenizer whose ids are the UTF-8 byte values (no merges)."""
+def byte_tokenizer_json(special_ids: dict[str, int] | None = None) -> dict[str, Any]:
+    """A `tokenizers` tokenizer whose ids are the UTF-8 byte values (no merges), the special
+    tokens added at their ids."""
     alphabet = _bytes_to_unicode()
     byte_level = {
         "type": "ByteLevel",
@@ -109,7 +102,7 @@ def byte_tokenizer_json() -> dict[str, Any]:
     return _tokenizer(
         vocab={alphabet[b]: b for b in range(256)},
         merges=[],
-        added=[],
+        added=[(i, name, True) for name, i in (special_ids or {}).items()],
         unk=None,
         byte_fallback=False,
         normalizer=None,
@@ -143,15 +136,7 @@ def sentencepiece_tokenizer_json(spec: dict[str, Any], origin: str) -> dict[str,
                 merges.append((vocab[piece], vocab[left], vocab[right], left, right))
     merges.sort()
     added = [
-        {
-            "id": i,
-            "content": piece,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": kind != USER_DEFINED,
-        }
+        (i, piece, kind != USER_DEFINED)
         for i, (piece, kind) in enumerate(pieces)
         if kind in (CONTROL, UNKNOWN, USER_DEFINED)
     ]
@@ -179,7 +164,7 @@ def _tokenizer(
     *,
     vocab: dict[str, int],
     merges: list[list[str]],
-    added: list[dict[str, Any]],
+    added: list[tuple[int, str, bool]],  # (id, content, special)
     unk: str | None,
     byte_fallback: bool,
     normalizer: dict[str, Any] | None,
@@ -190,7 +175,10 @@ def _tokenizer(
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": added,
+        "added_tokens": [
+            {"id": i, "content": content, **_NOT_SPLIT, "special": special}
+            for i, content, special in added
+        ],
         "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
