@@ -53,7 +53,6 @@ from enlace_data.special_tokens import (
     TOOL_RESPONSE_END,
 )
 
-
 ROLES = ("system", "user", "assistant", "tool")
 TOOLS_HEADER = "# Herramientas\n<tools>"
 TOOLS_FOOTER = "\n</tools>"

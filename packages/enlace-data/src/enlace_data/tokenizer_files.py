@@ -23,7 +23,6 @@ from typing import Any
 from enlace_data._fs import json_bytes, write_atomic
 from enlace_data.errors import DataError
 
-
 MODEL_FILE = "tokenizer.model"
 HF_TOKENIZER_FILE = "tokenizer.json"
 HF_CONFIG_FILE = "tokenizer_config.json"
