@@ -34,7 +34,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.bytes_tokenizer import ByteTokenizer as ByteTokenizer  # re-exported
 from enlace_data.errors import DataError
 from enlace_data.special_tokens import EOT, NAMED_SPECIALS
 from enlace_data.tokenizer_files import (
@@ -45,15 +45,6 @@ from enlace_data.tokenizer_files import (
     sentencepiece_tokenizer_json,
     write_tokenizer_files,
 )
-
-__all__ = [
-    "ENCODING_RULES",
-    "SPECIAL_TOKENS",
-    "ByteTokenizer",
-    "Tokenizer",
-    "load_tokenizer",
-    "train_tokenizer",
-]
 
 # Fixed ids: position in this tuple. The chat tokens (special_tokens.py) follow <|endoftext|>;
 # reserved slots keep later features from moving ids.
@@ -97,9 +88,7 @@ class Tokenizer:
         self._spec = spec
         self._meta_ids = [self._sp.piece_to_id(f"<0x{b:02X}>") for b in META.encode("utf-8")]
         self.special_ids: dict[str, int] = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
-        self.eot_id = self.special_ids[EOT]
-        self.bos_id = self.eot_id
-        self.eos_id = self.eot_id
+        self.eot_id = self.bos_id = self.eos_id = self.special_ids[EOT]
         self.vocab_size: int = self._sp.get_piece_size()
         self.tokenizer_id: str = self._compute_id()
 
