@@ -255,27 +255,6 @@ def _bytes_source(cfg: DataConfig, split: Split) -> _BytesSource:
     )
 
 
-def _shard_source(
-    cfg: DataConfig, split: Split, *, vocab_size: int | None, max_open: int, reader: Reader
-) -> _ShardSource:
-    root = Path(cfg.path)
-    if not root.is_dir():
-        raise DataError(
-            "data.path is not a directory of shards; build one with the corpus pipeline", path=root
-        )
-    train, val = list_shards(root, "train"), list_shards(root, "val")
-    if not (train if split == "train" else val):
-        raise DataError(
-            f"no {split} shards ({split}_NNNNNN.shard) in this directory; build the corpus first",
-            path=root,
-        )
-    # Validate both splits' headers together: one tokenizer for the whole run, before training.
-    shards = open_shards(train + val, max_vocab_size=vocab_size)
-    check_corpus_tokenizer(root, shards[0].header.tokenizer_id)
-    chosen = shards[: len(train)] if split == "train" else shards[len(train) :]
-    return _ShardSource(chosen, root=root, split=split, max_open=max_open, reader=reader)
-
-
 def check_corpus_tokenizer(root: Path, tokenizer_id: str) -> None:
     """Refuse a shard directory whose tokenizer files or manifest name another tokenizer than the
     shards' headers (`tokenizer_id`): the run would train on one tokenizer's ids and its
@@ -320,7 +299,22 @@ def _build_source(
                 f"byte data needs model.vocab_size >= 256, got {vocab_size}", path=Path(cfg.path)
             )
         return _bytes_source(cfg, split)
-    return _shard_source(cfg, split, vocab_size=vocab_size, max_open=max_open, reader=reader)
+    root = Path(cfg.path)
+    if not root.is_dir():
+        raise DataError(
+            "data.path is not a directory of shards; build one with the corpus pipeline", path=root
+        )
+    train, val = list_shards(root, "train"), list_shards(root, "val")
+    if not (train if split == "train" else val):
+        raise DataError(
+            f"no {split} shards ({split}_NNNNNN.shard) in this directory; build the corpus first",
+            path=root,
+        )
+    # Validate both splits' headers together: one tokenizer for the whole run, before training.
+    shards = open_shards(train + val, max_vocab_size=vocab_size)
+    check_corpus_tokenizer(root, shards[0].header.tokenizer_id)
+    chosen = shards[: len(train)] if split == "train" else shards[len(train) :]
+    return _ShardSource(chosen, root=root, split=split, max_open=max_open, reader=reader)
 
 
 # ----------------------------------------------------------------------------- windows

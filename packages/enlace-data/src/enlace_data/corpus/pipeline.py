@@ -198,13 +198,12 @@ class CorpusBuild:
                 st = f.stat()
                 files.append([s.name, str(f), st.st_size, st.st_mtime_ns])
         c = self.cfg
+        stages = (c.cleaning, c.dedup, c.split)
         return _hash(
             PIPELINE_VERSION,
             [s.model_dump() for s in c.sources],
             files,
-            c.cleaning.model_dump(),
-            c.dedup.model_dump(),
-            c.split.model_dump(),
+            *(s.model_dump() for s in stages),
         )
 
     # --- stage 1: read, clean, dedup, split ---------------------------------------------------
@@ -340,13 +339,8 @@ class CorpusBuild:
         self.log(
             f"tokenizer: training {tcfg.model_type} vocab {tcfg.vocab_size} on ~{p:.0%} of train"
         )
-        tok = train_tokenizer(
-            lines(),
-            vocab_size=tcfg.vocab_size,
-            model_type=tcfg.model_type,
-            num_threads=tcfg.num_threads,
-            character_coverage=tcfg.character_coverage,
-        )
+        options = {"vocab_size", "model_type", "num_threads", "character_coverage"}
+        tok = train_tokenizer(lines(), **tcfg.model_dump(include=options))
         tok.save(self.out)
         _write_json(
             state_file,
