@@ -133,8 +133,7 @@ class SourceReader:
     # --- .txt -------------------------------------------------------------------------------
     def _lines(self, path: Path) -> Iterator[str]:
         """The lines without their ends, read in blocks of about 1 MB: a block decodes in one
-        call; only a block with invalid UTF-8 is decoded line by line (to apply the policy and
-        name the line)."""
+        call; only one with invalid UTF-8 goes line by line (to apply the policy and name the line)."""
         lineno = 0
         with open(path, "rb") as f:
             for block in iter(lambda: f.readlines(1 << 20), []):
@@ -144,20 +143,15 @@ class SourceReader:
                 raw = b"".join(block)
                 self.stats.bytes += len(raw)
                 try:
-                    text = raw.decode("utf-8")
+                    lines = raw.decode("utf-8").split("\n")
+                    if lines[-1] == "":
+                        lines.pop()  # the block ends with a newline
                 except UnicodeDecodeError:
-                    for i, raw_line in enumerate(block, lineno + 1):
-                        line = self._decode(raw_line, path, i)
-                        if line is not None:
-                            yield line.rstrip("\r\n")
-                    lineno += len(block)
-                    continue
-                lines = text.split("\n")
-                if lines and lines[-1] == "":
-                    lines.pop()  # the block ends with a newline
+                    decoded = (self._decode(b, path, i) for i, b in enumerate(block, lineno + 1))
+                    lines = [line.rstrip("\n") for line in decoded if line is not None]
+                lineno += len(block)
                 for line in lines:
                     yield line.rstrip("\r")
-                lineno += len(block)
 
     def _txt(self, path: Path) -> Iterator[RawDoc]:
         lines = self._lines(path)
