@@ -1,7 +1,7 @@
 """Enlace's conversation format, written once: the renderer (Python) and its Jinja twin.
 
-The format is ChatML with Hermes/Qwen tool calls, so llama.cpp (`--jinja`), vLLM (`hermes` parser)
-and transformers recognise it without custom code:
+ChatML with Hermes/Qwen tool calls, so llama.cpp (`--jinja`), vLLM (`hermes` parser) and
+transformers recognise it without custom code:
 
     <|im_start|>system
     {system}
@@ -22,17 +22,10 @@ and transformers recognise it without custom code:
     {result}
     </tool_response><|im_end|>
 
-- The system block exists when the conversation has a system message or tools; consecutive tool
-  results share one user turn (as in Qwen3's template).
-- JSON is written as transformers' `tojson` writes it: `json.dumps(x, ensure_ascii=False)`.
-- `<|im_start|>`, `<|im_end|>`, `<tool_call>`, `</tool_call>`, `<tool_response>` and
-  `</tool_response>` are single special ids; the text between them is encoded run by run.
-- Training loss (`Rendered.mask`) covers what the assistant produces: its text, its tool calls and
-  its `<|im_end|>` — never the `<|im_start|>assistant\\n` header, the system, user or tool text.
-
-`CHAT_TEMPLATE` renders the same text; `render(...)` gives the same token ids as a Hugging Face
-tokenizer's `apply_chat_template` on an export (tested on many conversations at the repository
-root). The template travels with the tokenizer's description into checkpoints and exports.
+Consecutive tool results share one user turn (as in Qwen3's template); JSON is written as
+transformers' `tojson` writes it. The loss mask covers what the assistant produces: its text, tool
+calls and `<|im_end|>`. `render` gives the same ids as `apply_chat_template` with `CHAT_TEMPLATE`
+on an export (tests/test_chat_template.py); the template travels in the tokenizer description.
 """
 
 from __future__ import annotations

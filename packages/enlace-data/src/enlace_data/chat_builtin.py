@@ -1,17 +1,9 @@
 """A Spanish conversation set written for the project, generated from templates (no dataset copied).
 
-Five kinds, each with and without a system prompt, about half of them with the web-search tool
-offered:
-- greetings and thanks;
-- short factual answers (capitals, a few facts of science and language);
-- household questions (cleaning, cooking, small repairs);
-- questions that need current information (weather, results, prices, opening hours, news):
-  without a tool offered the assistant says it cannot know; with the tool offered it calls
-  `buscar_en_internet`, reads the result and answers citing the source.
-
-Held-out part: every fifth value of each slot list (a city, a country, a team...) and every fifth
-household question appear only in the validation split, so validation measures replies to
-prompts whose content was never trained on, not memorised lines.
+Greetings and thanks, short factual answers, household questions, and questions that need current
+information (answered with the web-search tool when offered, about half the time, else with "I
+cannot know"); each with and without a system prompt. Every fifth value of each slot list and
+every fifth household question appear only in validation, so it measures replies to unseen content.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Conversations for supervised fine-tuning: reading, validation, rendering and an exactly
 resumable loader of packed rows.
 
-Files: a chat data directory holds train.jsonl and val.jsonl (or .parquet, read with pyarrow): one
-OpenAI-shaped conversation per line, {"messages": [{"role", "content", "tool_calls"?}], "tools"?},
-each validated by chat.normalize_conversation (an error names the file, line and problem). Without
-the directory and with data.fallback=builtin, the built-in Spanish set is used.
-
-Rows: each conversation is rendered (chat.render) to inputs ids[:-1] and targets ids[1:], a target
-being -1 unless the assistant produced it; one longer than data.context_length is cut
-(overflow=truncate) or left out (overflow=drop), and counted. Rows of context_length positions are
-packed greedily with whole conversations in stream order; each position carries its conversation's
-segment id and the model attends only within a segment, so no conversation sees another. The rest
-of a row is padding: input <|endoftext|>, target -1, a segment of its own.
-
-Order and state: as the token loader (loader.StreamLoader), counting conversations; each epoch is a
-permutation keyed by (seed, epoch). Validation reads the val split once, in file order.
+A chat data directory holds train.jsonl and val.jsonl (or .parquet), one OpenAI-shaped
+conversation per line, each validated by chat.normalize_conversation. A conversation becomes inputs
+ids[:-1] and targets ids[1:] (-1 where the assistant did not produce it), cut or left out when
+longer than data.context_length (data.overflow). Rows are packed greedily with whole conversations;
+each position carries its conversation's segment id and the model attends only within a segment;
+the rest of a row is padding (input <|endoftext|>, target -1, a segment of its own). Order and
+state as the token loader's (loader.StreamLoader), counting conversations.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """Exactly resumable loaders over byte text or uint16 shards: `build_loader` and `eval_batches`
-(data.kind chat is dispatched to chat_loader.py, whose batches add a segment array).
+(data.kind chat is dispatched to chat_loader.py, whose batches add a segment array). The package
+README says what they promise; the choices:
 
-Samples: a split is a list of segments (its text file, or one shard each). A segment of n tokens
-holds ``(n - T) // T`` (at least one if n > T) windows of T + 1 tokens that never cross a segment
-boundary; inputs are a window's first T tokens, targets its last T.
-
-Order: epoch e visits all N windows in a pseudo-random permutation keyed by (seed, e) — a 4-round
-Feistel network with cycle walking, computed on the fly so the order costs O(1) memory even for a
-50 GB corpus — with the window grid shifted by a phase drawn from (seed, e), so a small corpus seen
-for many epochs is cut differently each time. Every rank walks the same global stream; with world
-size W and micro-batch B each step takes the next W*B samples, rank r the r-th block of B. The
-state is one number, `samples_consumed`, valid for any W and B, checked on resume against the
-dataset's fingerprint, the seed and the context length.
-
-Reading: byte text is memory-mapped (or, for the built-in books, held in memory). Shard headers are
-validated up front; at most `max_open` shards are open at a time (LRU). reader="pread" reads each
-window with one `os.preadv` into the batch buffer, so no corpus page is mapped into the process and
-its RSS stays small; reader="mmap" slices memory maps (the same speed here; touched pages count in
-RSS while mapped). Both are measured in benchmarks/bench_data.py.
+- A split is a list of segments (its text file, or one shard each) cut into windows of T + 1 tokens
+  that never cross a segment boundary.
+- Epoch e visits the windows in a keyed Feistel permutation of (seed, e) with cycle walking,
+  computed on the fly (O(1) memory at any corpus size), and shifts the window grid by a phase
+  drawn from (seed, e). All ranks walk one global stream, so the state is one number,
+  `samples_consumed`, valid for any world size and micro-batch.
+- Shards are opened lazily through a bounded LRU; reader="pread" reads each window with one
+  `os.preadv` (no corpus page mapped, small RSS), reader="mmap" slices memory maps (the same
+  speed here: benchmarks/bench_data.py).
 """
 
 from __future__ import annotations

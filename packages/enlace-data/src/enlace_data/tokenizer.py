@@ -1,24 +1,14 @@
 """Enlace's SentencePiece tokenizer: training, a small encode/decode API, and a stable identifier.
 
-Choices (all in service of "decode(encode(text)) == text for any NFC text"):
-- identity normalisation (the corpus cleaning already did NFC), no dummy prefix, no removal of
-  extra whitespace, whitespace-only pieces allowed (runs of spaces in code become few tokens);
-- byte fallback: a character outside the vocabulary becomes its UTF-8 bytes, so there is never an
-  unknown token (emoji, rare scripts, control characters);
-- digits split into single-digit pieces (arithmetic-friendly, and no piece per year);
-- "\\n" is a user-defined piece: training sees one paragraph per line, so without it every newline
-  would cost a byte token;
-- U+2581 (LOWER ONE EIGHTH BLOCK, SentencePiece's internal space marker) in the input would decode
-  as a space. We encode each occurrence as its three UTF-8 byte tokens <0xE2><0x96><0x81>, which
-  SentencePiece decodes back to the character itself. It is removed from the training sample so no
-  learned piece spells it.
-- Special tokens are SentencePiece *control* symbols at fixed ids (see SPECIAL_TOKENS): they are
-  never produced from text (the literal string "<|endoftext|>" encodes as ordinary pieces) and
-  decode to nothing. <|endoftext|> separates documents and serves as both beginning and end.
+The choices serve "decode(encode(text)) == text for any NFC text": identity normalisation (cleaning
+did NFC), no dummy prefix, whitespace kept; byte fallback, so no unknown token; digits split; "\\n"
+a piece (training sees one paragraph per line). U+2581, SentencePiece's space marker, would decode
+as a space: it is encoded as its three byte tokens and kept out of the training sample. Special
+tokens are control symbols at fixed ids (`SPECIAL_TOKENS`): never produced from text, decoded to
+nothing; <|endoftext|> separates documents and serves as beginning and end.
 
-The identifier (`tokenizer_id`) hashes what decides the token ids: every piece with its score and
-type, the normaliser specs, the algorithm, byte fallback and this module's encoding rule version.
-It is not a hash of the model file, whose trainer section embeds input paths and thread counts.
+`tokenizer_id` hashes what decides the ids (pieces, scores, types, normaliser, algorithm, byte
+fallback, `ENCODING_RULES`), not the model file, whose trainer section embeds paths and threads.
 """
 
 from __future__ import annotations

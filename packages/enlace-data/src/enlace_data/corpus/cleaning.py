@@ -1,29 +1,14 @@
 """Cleaning and filtering of documents: what is changed, what is dropped, and why.
 
-Changes (never drop anything): Unicode NFC; line endings to "\\n"; control characters removed except
-"\\n" and "\\t" (C0, DEL, C1, and the byte-order mark / zero-width no-break space U+FEFF); trailing
-spaces of every line removed; more than one blank line in a row collapsed to one; leading and
-trailing blank lines removed.
-
-Line removal (configured, counted): every line containing one of `boilerplate_lines` (phrases,
-case-insensitive) goes, before the filters judge what is left.
-
-Filters (drop the document; thresholds in `cleaning:` of the corpus config), checked in this order:
-- ``too_short``: fewer than `min_chars` characters.
-- ``repeated_lines``: among its non-empty lines (3 or more), more than `max_repeated_line_fraction`
-  repeat an earlier line of the same document (menus, tables, boilerplate).
-- ``symbols``: more than `max_symbol_ratio` of the non-space characters are neither letters, digits
-  nor common punctuation (markup, code, emoji runs, mojibake).
-- ``repetition``: more than `max_duplicate_ngram_fraction` of the word characters lie in word
-  5-grams that occur twice or more in the document (Gopher's duplicate n-gram test: spam, keyword
-  lists, generated pages).
-- ``not_spanish``: at least `language_min_words` words, of which fewer than
-  `min_spanish_stopword_ratio` are common Spanish function words (`SPANISH_STOPWORDS`). Spanish prose
-  scores about 0.45-0.55, English or French text about 0.05-0.15 against this list.
-- ``language_id``: with `language_id` set, lingua's confidence that the first `sample_chars`
-  characters are in the first listed language is below `min_confidence` (documents of at least
-  `language_min_words` words). It catches what function words miss (Portuguese, Catalan, Galician
-  share many of them); it is the costliest filter, so it runs last, on what the others kept.
+`clean_text` changes, never drops: NFC, "\\n" line endings, control characters (C0 but tab and
+newline, DEL, C1, U+FEFF) removed, trailing spaces and blank-line runs collapsed. Lines holding a
+`boilerplate_lines` phrase go next (counted). Then `filter_reason` names the first filter that
+drops the document, in the order of `FILTERS` (thresholds under `cleaning:`):
+too_short; repeated_lines (menus, tables); symbols (markup, code, mojibake); repetition (Gopher's
+duplicate 5-gram fraction: spam, keyword lists); not_spanish (Spanish function words: prose scores
+about 0.45-0.55, English or French 0.05-0.15); language_id (lingua's confidence on the first
+`sample_chars`, for what function words miss: Portuguese, Catalan, Galician; the costliest, so
+last).
 """
 
 from __future__ import annotations

@@ -4,14 +4,13 @@ Layout of `out_dir` (the training config's `data.path`):
 
     train_000000.shard ...    uint16 shards (enlace_data.shards), what the loader reads
     val_000000.shard ...
-    tokenizer.model, tokenizer.json
+    tokenizer.model, ...      the tokenizer files (tokenizer_files)
     manifest.json             written last: its presence means the build is complete
     report.json, report.md    documents and bytes in/out at each step, per source
     work/                     intermediates: cleaned documents per split, stage states
 
-Each stage records a fingerprint of everything that decides its output; a rerun skips the stages
-whose fingerprint matches (so a crashed build resumes, and a finished one is a no-op) and refuses an
-`out_dir` that holds shards of a different build.
+Each stage records a fingerprint of what decides its output; a rerun skips the stages whose
+fingerprint matches (a crashed build resumes) and refuses an `out_dir` holding another build.
 """
 
 from __future__ import annotations

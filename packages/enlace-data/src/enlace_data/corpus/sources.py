@@ -1,22 +1,14 @@
 """Reading sources as a stream of raw documents (never a whole file or corpus in memory).
 
-- A ``.jsonl`` / ``.jsonl.gz`` line is one document: the string under the source's `text_field`.
-- A ``.txt`` file is cut into documents of consecutive paragraphs (paragraphs end at blank lines)
-  of at least `cleaning.doc_chars` characters. A paragraph with at least three quarters of its
-  lines (the last one aside) at least `cleaning.unwrap_min_chars` long is hard-wrapped prose
-  (Project Gutenberg wraps at about 70 columns) and its lines are joined with single spaces;
-  paragraphs of short lines (verse, lists, tables) keep their line breaks.
-- Project Gutenberg files (`cleaning.strip_gutenberg`): everything up to the "*** START OF ..."
-  line (looked for in the first 1,000 lines) and from "End of (the) Project Gutenberg ..." or
-  "*** END OF ..." on is dropped, and so is every paragraph naming Project Gutenberg or its
-  producers ("Produced by ...", pgdp.net): once the header goes, the trademark must go too.
-- A ``.parquet`` row is one document: the string in the source's `text_field` column. The file is
-  streamed a batch of rows at a time (pyarrow's `iter_batches`, one column), so memory stays bounded
-  whatever the file's size; null values are skipped (counted as empty documents).
-- Sources of kind hub are parquet files of a Hugging Face Hub dataset (`enlace_data.corpus.hub`).
-- `max_bytes` / `max_docs` stop a source after about that much raw text (the document that crosses
-  the limit is the last) or that many documents, in file order.
-- Bytes that are not UTF-8 follow `cleaning.bad_utf8` (error / replace / drop) and are counted.
+- ``.jsonl`` / ``.jsonl.gz``: one document per line, the string under `text_field`; ``.parquet``:
+  one per row of the `text_field` column, streamed a batch at a time (nulls skipped, counted).
+- ``.txt``: documents of consecutive paragraphs of at least `cleaning.doc_chars` characters; a
+  paragraph of mostly long lines (`unwrap_min_chars`) is hard-wrapped prose and its lines are
+  joined, short lines (verse, lists) keep their breaks. With `cleaning.strip_gutenberg`, Project
+  Gutenberg headers, footers and paragraphs naming it or its producers go (its licence asks that).
+- Sources of kind hub are parquet files of a Hugging Face Hub dataset (`corpus.hub`).
+- `max_bytes` / `max_docs` stop a source after about that much raw text or that many documents;
+  bytes that are not UTF-8 follow `cleaning.bad_utf8` (error / replace / drop), counted.
 """
 
 from __future__ import annotations
