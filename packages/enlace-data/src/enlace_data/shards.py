@@ -195,15 +195,7 @@ def _parse_header(path: Path, raw: bytes, file_size: int) -> ShardHeader:
         raise DataError(
             "tokenizer identifier is not UTF-8; the header is corrupt", path=path
         ) from None
-    return ShardHeader(
-        version=version,
-        dtype=dtype,
-        token_count=count,
-        text_bytes=text_bytes,
-        vocab_size=vocab,
-        tokenizer_id=tokenizer_id,
-        header_size=header_size,
-    )
+    return ShardHeader(version, dtype, count, text_bytes, vocab, tokenizer_id, header_size)
 
 
 def open_shard(
