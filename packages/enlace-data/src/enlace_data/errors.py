@@ -12,11 +12,8 @@ class DataError(ValueError):
     """
 
     def __init__(self, message: str, *, path: str | Path | None = None) -> None:
-        self.path: Path | str | None
-        if path is None or (isinstance(path, str) and "://" in path):
-            self.path = path
-        else:
-            self.path = Path(path)
+        url = isinstance(path, str) and "://" in path
+        self.path: Path | str | None = path if path is None or url else Path(path)
         if path is not None and str(path) not in message:
             message = f"{path}: {message}"
         super().__init__(message)

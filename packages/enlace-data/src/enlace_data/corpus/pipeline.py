@@ -420,11 +420,8 @@ class CorpusBuild:
         old = _read_json(manifest_path)
         if old is not None:
             fps, encoding = old.get("fingerprints", {}), old.get("config", {}).get("encoding", {})
-            if (fps.get("prepare"), fps.get("tokenizer"), encoding.get("shard_tokens")) == (
-                prep_fp,
-                tok_fp,
-                self.cfg.encoding.shard_tokens,
-            ):
+            built = (fps.get("prepare"), fps.get("tokenizer"), encoding.get("shard_tokens"))
+            if built == (prep_fp, tok_fp, self.cfg.encoding.shard_tokens):
                 self.log(f"corpus {self.cfg.name}: already built in {self.out} (manifest.json)")
                 return old
             raise DataError(
@@ -437,12 +434,15 @@ class CorpusBuild:
         timings = {"prepare": prepared["seconds"]}
         t1 = time.perf_counter()
         tok = self.tokenizer(tok_fp, prepared)
-        timings["tokenizer"] = round(time.perf_counter() - t1, 3)
         enc_fp = _hash(tok_fp, tok.tokenizer_id, self.cfg.encoding.shard_tokens)
         t2 = time.perf_counter()
         splits = self.encode(enc_fp, prepared, tok)
-        timings["encode"] = round(time.perf_counter() - t2, 3)
-        timings["total"] = round(time.perf_counter() - t0, 3)
+        t3 = time.perf_counter()
+        timings |= {
+            "tokenizer": round(t2 - t1, 3),
+            "encode": round(t3 - t2, 3),
+            "total": round(t3 - t0, 3),
+        }
         manifest = self._manifest(prep_fp, tok_fp, enc_fp, tok, splits)
         report = build_report(self.cfg, prepared, splits, tok, timings)
         write_report(self.out, report)
