@@ -297,9 +297,8 @@ def tokenizer_dir(p: Path) -> Path:
         for c in (p / "checkpoints").glob("step_*")
         if c.name.removeprefix("step_").isdigit() and c.is_dir()
     )
-    for _, step_dir in reversed(steps):
-        if _tokenizer_files_intact(step_dir):
-            return step_dir
+    if intact := next((c for _, c in reversed(steps) if _tokenizer_files_intact(c)), None):
+        return intact
     raise DataError(
         f"{p}: neither a run directory with a complete checkpoint, a checkpoint, an exported "
         f"folder nor a corpus directory (no {MODEL_FILE}, {DESCRIPTION_FILE} or model.json)"
@@ -310,14 +309,13 @@ def _tokenizer_files_intact(step_dir: Path) -> bool:
     """Whether step_dir's COMPLETE marker exists and its tokenizer files match their sha256."""
     try:
         listed = json.loads((step_dir / "COMPLETE").read_text())["files"]
-        for name, entry in listed.items():
-            if name in TOKENIZER_FILES:
-                data = (step_dir / name).read_bytes()
-                if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-                    return False
+        return all(
+            hashlib.sha256((step_dir / name).read_bytes()).hexdigest() == entry["sha256"]
+            for name, entry in listed.items()
+            if name in TOKENIZER_FILES
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
-    return True
 
 
 def _model_vocab_size(d: Path) -> object:
