@@ -64,10 +64,6 @@ def _unit(*parts: str | bytes) -> float:
     return int.from_bytes(h.digest(), "little") / 2**64
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    write_atomic({path: json_bytes(obj)})
-
-
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -260,7 +256,7 @@ class CorpusBuild:
                 {"bands": run.index.bands, "rows": run.index.rows} if cfg.dedup.near else None
             ),
         }
-        _write_json(state_file, result)
+        write_atomic({state_file: json_bytes(result)})
         return result
 
     def _empty_corpus(self, stats: dict[str, Any]) -> None:
@@ -341,15 +337,9 @@ class CorpusBuild:
         options = {"vocab_size", "model_type", "num_threads", "character_coverage"}
         tok = train_tokenizer(lines(), **tcfg.model_dump(include=options))
         tok.save(self.out)
-        _write_json(
-            state_file,
-            {
-                "fingerprint": fp,
-                "tokenizer_id": tok.tokenizer_id,
-                "sample_chars": sampled[0],
-                "seconds": round(time.perf_counter() - t0, 3),
-            },
-        )
+        done = {"fingerprint": fp, "tokenizer_id": tok.tokenizer_id, "sample_chars": sampled[0]}
+        done["seconds"] = round(time.perf_counter() - t0, 3)
+        write_atomic({state_file: json_bytes(done)})
         return tok
 
     # --- stage 3: shards ------------------------------------------------------------------------
@@ -389,7 +379,7 @@ class CorpusBuild:
 
                 def save(p: SplitProgress, split: str = split) -> None:
                     state["splits"][split] = p.to_json()
-                    _write_json(state_file, state)
+                    write_atomic({state_file: json_bytes(state)})
 
                 try:
                     progs[split] = encode_split(
@@ -446,7 +436,7 @@ class CorpusBuild:
         manifest = self._manifest(prep_fp, tok_fp, enc_fp, tok, splits)
         report = build_report(self.cfg, prepared, splits, tok, timings)
         write_report(self.out, report)
-        _write_json(manifest_path, manifest)
+        write_atomic({manifest_path: json_bytes(manifest)})
         return manifest
 
     def _manifest(
