@@ -13,7 +13,6 @@ state as the token loader's (loader.StreamLoader), counting conversations.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -277,26 +276,3 @@ def build_chat_loader(
         tokenizer_id=tokenizer.tokenizer_id,
         **stream,
     )
-
-
-def chat_eval_batches(
-    cfg: DataConfig,
-    *,
-    micro_batch_size: int,
-    rank: int = 0,
-    world_size: int = 1,
-    vocab_size: int | None = None,
-) -> list[ChatBatch]:
-    """Up to data.eval_batches validation micro-batches for this rank (the val split's first rows,
-    in file order), identical on every call."""
-    loader = build_chat_loader(
-        cfg,
-        vocab_size=vocab_size,
-        split="val",
-        context_length=cfg.context_length,
-        micro_batch_size=micro_batch_size,
-        seed=0,
-        rank=rank,
-        world_size=world_size,
-    )
-    return list(itertools.islice(loader, cfg.eval_batches))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 from collections import OrderedDict
@@ -608,16 +609,17 @@ def eval_batches(
     together), so a small val split gives overlapping windows rather than repeats.
     """
     _check_rank(rank, world_size)
-    if data_cfg.kind == "chat":  # (inputs, targets, segments): see chat_loader
-        from enlace_data.chat_loader import chat_eval_batches
-
-        return chat_eval_batches(  # type: ignore[return-value]
+    if data_cfg.kind == "chat":  # (inputs, targets, segments): the val split's first rows
+        val = build_loader(
             data_cfg,
+            split="val",
             micro_batch_size=micro_batch_size,
+            seed=0,
             rank=rank,
             world_size=world_size,
             vocab_size=vocab_size,
         )
+        return list(itertools.islice(val, data_cfg.eval_batches))
     source = _build_source(data_cfg, "val", vocab_size=vocab_size, max_open=16, reader="pread")
     T = data_cfg.context_length
     starts_per_seg = np.maximum(source.lengths - T, 0)  # valid starts: 0..n-T-1
