@@ -107,14 +107,9 @@ def remove_boilerplate_lines(text: str, phrases: list[str]) -> tuple[str, int]:
     if not phrases:
         return text, 0
     low = [p.casefold() for p in phrases]
-    kept: list[str] = []
-    removed = 0
-    for line in text.split("\n"):
-        folded = line.casefold()
-        if any(p in folded for p in low):
-            removed += 1
-        else:
-            kept.append(line)
+    lines = text.split("\n")
+    kept = [line for line in lines if not any(p in line.casefold() for p in low)]
+    removed = len(lines) - len(kept)
     return ("\n".join(kept).strip(), removed) if removed else (text, 0)
 
 
