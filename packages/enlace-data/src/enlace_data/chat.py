@@ -319,11 +319,8 @@ def parse_tool_calls(ids: Sequence[int], tokenizer: ChatTokenizer) -> list[ToolC
             continue
         try:
             j = list(ids).index(end, i + 1)
-        except ValueError:
-            return None
-        try:
             obj = json.loads(tokenizer.decode(ids[i + 1 : j]))
-        except ValueError:
+        except ValueError:  # unclosed, or not JSON
             return None
         if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
             return None
