@@ -18,12 +18,4 @@ TOOL_RESPONSE = "<tool_response>"
 TOOL_RESPONSE_END = "</tool_response>"
 
 # The named specials in id order after <unk> (SentencePiece) or after the 256 bytes (ByteTokenizer).
-NAMED_SPECIALS: tuple[str, ...] = (
-    EOT,
-    IM_START,
-    IM_END,
-    TOOL_CALL,
-    TOOL_CALL_END,
-    TOOL_RESPONSE,
-    TOOL_RESPONSE_END,
-)
+NAMED_SPECIALS = (EOT, IM_START, IM_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END)
