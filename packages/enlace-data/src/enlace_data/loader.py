@@ -449,10 +449,8 @@ class StreamLoader:
 
 
 class Loader(StreamLoader):
-    """Iterator of (inputs, targets) int64 arrays of shape (micro_batch_size, context_length).
-
-    Train: infinite, reshuffled each epoch. Val: one pass in file order, then StopIteration.
-    """
+    """Iterator of (inputs, targets) int64 arrays of shape (micro_batch_size, context_length):
+    train is infinite, reshuffled each epoch; val is one pass in file order."""
 
     def __init__(self, source: _Source, **stream: Unpack[StreamArgs]) -> None:
         super().__init__(**stream)

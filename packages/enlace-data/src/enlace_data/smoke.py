@@ -205,7 +205,15 @@ def _collect_local(
         pinned = by_sha.get(digest)
         named = by_name.get(f.stem)
         if named is not None and pinned is not named:
-            mismatched.append(_mismatch(f, raw, text, digest, named))
+            try:
+                raw.decode("utf-8-sig")
+                why = ""
+            except UnicodeDecodeError:
+                why = ", and the file is not UTF-8 (it was read as Latin-1: convert it to UTF-8)"
+            mismatched.append(
+                f"{f} is named like pinned book {named.name!r} but its cleaned text ({len(text)} "
+                f"characters) has sha256 {digest}, the pin is {named.sha256} (truncated or edited?{why})"
+            )
             continue
         book = pinned or Book(name=f.stem, url=str(f), sha256=digest)
         log(
@@ -222,18 +230,6 @@ def _collect_local(
             path=source_dir,
         )
     return out
-
-
-def _mismatch(f: Path, raw: bytes, text: str, digest: str, book: Book) -> str:
-    try:
-        raw.decode("utf-8-sig")
-        why = ""
-    except UnicodeDecodeError:
-        why = ", and the file is not UTF-8 (it was read as Latin-1: convert it to UTF-8)"
-    return (
-        f"{f} is named like pinned book {book.name!r} but its cleaned text ({len(text)} "
-        f"characters) has sha256 {digest}, the pin is {book.sha256} (truncated or edited?{why})"
-    )
 
 
 def prepare_smoke(
