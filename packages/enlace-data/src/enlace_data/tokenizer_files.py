@@ -77,15 +77,11 @@ def write_tokenizer_files(
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map from bytes to printable characters (the ByteLevel alphabet)."""
     bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
-    bs += list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
+    bs += range(ord("®"), ord("ÿ") + 1)
+    rest = [b for b in range(256) if b not in bs]  # the others, in order, from 256 on
+    return {
+        b: chr(c) for b, c in zip(bs + rest, bs + [256 + n for n in range(len(rest))], strict=True)
+    }
 
 
 def byte_tokenizer_json(special_ids: dict[str, int] | None = None) -> dict[str, Any]:
