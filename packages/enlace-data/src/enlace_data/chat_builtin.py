@@ -193,6 +193,11 @@ def _search_turns(rng: random.Random, question: str, query: str, fact: str) -> l
     ]
 
 
+def _qa(*texts: str) -> list[dict[str, Any]]:
+    """Turns alternating user and assistant."""
+    return [{"role": ("user", "assistant")[i % 2], "content": t} for i, t in enumerate(texts)]
+
+
 def _refusal_turns(rng: random.Random, question: str) -> list[dict[str, Any]]:
     reply = rng.choice(
         (
@@ -201,21 +206,15 @@ def _refusal_turns(rng: random.Random, question: str) -> list[dict[str, Any]]:
             "Lo siento, no puedo consultar datos de hoy: no tengo conexión a internet.",
         )
     )
-    return [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
+    return _qa(question, reply)
 
 
 def _plain(rng: random.Random, val: bool) -> list[dict[str, Any]]:
     kind = rng.randrange(3)
     if kind == 0:
-        turns = [
-            {"role": "user", "content": rng.choice(GREETINGS)},
-            {"role": "assistant", "content": rng.choice(GREETING_REPLIES)},
-        ]
+        turns = _qa(rng.choice(GREETINGS), rng.choice(GREETING_REPLIES))
         if rng.random() < 0.3:
-            turns += [
-                {"role": "user", "content": rng.choice(THANKS)},
-                {"role": "assistant", "content": rng.choice(THANKS_REPLIES)},
-            ]
+            turns += _qa(rng.choice(THANKS), rng.choice(THANKS_REPLIES))
         return turns
     if kind == 1:
         if rng.random() < 0.6:
@@ -224,14 +223,9 @@ def _plain(rng: random.Random, val: bool) -> list[dict[str, Any]]:
                 (f"¿Cuál es la capital de {country}?", f"Dime la capital de {country}.",
                  f"¿Cómo se llama la capital de {country}?")
             )  # fmt: skip
-            return [
-                {"role": "user", "content": q},
-                {"role": "assistant", "content": f"La capital de {country} es {capital}."},
-            ]
-        q, a = rng.choice(_split(FACTS, val))
-        return [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
-    q, a = rng.choice(_split(HOUSEHOLD, val))
-    return [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+            return _qa(q, f"La capital de {country} es {capital}.")
+        return _qa(*rng.choice(_split(FACTS, val)))
+    return _qa(*rng.choice(_split(HOUSEHOLD, val)))
 
 
 def check_tools(tools: Any, where: str) -> list[dict[str, Any]]:
