@@ -5,6 +5,8 @@ text), or write its files (what checkpoints and exports carry) into DIR."""
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 
@@ -60,12 +62,8 @@ def run(args: argparse.Namespace) -> int:
     manifest = build_corpus(
         cfg, config_file=args.config, progress=False if args.no_progress else None
     )
-    from pathlib import Path
-
     report = Path(cfg.out_dir) / "report.json"
     if report.is_file():
-        import json
-
         print(format_report(json.loads(report.read_text())))
     splits = manifest["splits"]
     print(
