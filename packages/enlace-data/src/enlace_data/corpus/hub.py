@@ -64,17 +64,14 @@ def hub_files(source: CorpusSource, where: str) -> Iterator[Path]:
                     local_files_only=True,
                 )
             )
-            names = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+            listed = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
         else:
             listed = HfApi().list_repo_files(
                 source.dataset, repo_type="dataset", revision=source.revision
             )
-            names = sorted(n for n in listed if fnmatch.fnmatchcase(n, pattern))
     except Exception as e:  # huggingface_hub raises many types; all mean "cannot list"
-        if isinstance(e, DataError):
-            raise
         raise _explain(e, source, where) from e
-    names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+    names = sorted(n for n in listed if fnmatch.fnmatchcase(n, pattern))
     if not names:
         raise DataError(
             f"{where}: no file of dataset {source.dataset!r} matches {pattern!r} (from files: "
