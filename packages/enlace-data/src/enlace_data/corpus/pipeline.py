@@ -141,9 +141,9 @@ class _PrepareRun:
     ) -> None:
         u = _unit(self.cfg.split.salt, key)
         split = "val" if u < self.cfg.split.val_fraction else "train"
-        reps = 1
-        if split == "train":
-            reps = int(weight) + (1 if _unit("weight", key) < weight - int(weight) else 0)
+        # A weight of 2.3 writes a train document twice, and a third time with probability 0.3.
+        extra = _unit("weight", key) < weight - int(weight)
+        reps = int(weight) + int(extra) if split == "train" else 1
         line = json.dumps({"s": i, "t": text, "r": reps, "k": key.hex()}, ensure_ascii=False)
         self.files[split].write(line + "\n")
         st[split]["docs"] += 1
