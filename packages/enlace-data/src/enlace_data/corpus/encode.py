@@ -43,13 +43,10 @@ _worker_tok: Tokenizer | None = None
 _shards_finished_in_process = [0]  # for the CRASH_ENV hook
 
 
-def _init_worker(model_path: str) -> None:
+def _init_worker(tok: Tokenizer | str) -> None:
+    """The tokenizer itself in this process, its model file in a spawned worker."""
     global _worker_tok
-    _worker_tok = Tokenizer.from_file(model_path)
-
-
-def _no_init(*args: object) -> None:
-    pass
+    _worker_tok = tok if isinstance(tok, Tokenizer) else Tokenizer.from_file(tok)
 
 
 def _encode(texts: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -130,11 +127,7 @@ class Encoder:
     `workers` processes (started once, shared by both splits)."""
 
     def __init__(self, tok: Tokenizer, model_path: Path, workers: int) -> None:
-        global _worker_tok
-        _worker_tok = tok  # used in this process when workers == 1
-        self.pool = OrderedPool(
-            workers, _init_worker if workers > 1 else _no_init, (str(model_path),)
-        )
+        self.pool = OrderedPool(workers, _init_worker, (str(model_path) if workers > 1 else tok,))
 
     def map(self, batches: Iterator[Batch]) -> Iterator[tuple[Batch, tuple[Any, Any]]]:
         """(batch, (its tokens flat, each document's end)) in order."""
