@@ -90,10 +90,8 @@ def format_report(report: dict[str, Any]) -> str:
             f"| {r['train']['docs']} / {_mb(r['train']['bytes'])} / {r['train']['tokens']} "
             f"| {r['val']['docs']} / {_mb(r['val']['bytes'])} / {r['val']['tokens']} |"
         )
-    bad = {n: r["bad_utf8_bytes"] for n, r in report["sources"].items() if r["bad_utf8_bytes"]}
-    if bad:
-        lines += ["", "Invalid UTF-8 bytes: " + ", ".join(f"{n} {b}" for n, b in bad.items())]
     for key, what in (
+        ("bad_utf8_bytes", "Invalid UTF-8 bytes"),
         ("boilerplate_lines", "Boilerplate lines removed"),
         ("null_docs", "Null texts skipped (parquet)"),
     ):
