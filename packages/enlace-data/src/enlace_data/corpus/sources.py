@@ -19,7 +19,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,14 +74,6 @@ class SourceReader:
     config_file: str = "<config>"
     stats: ReadStats = field(default_factory=ReadStats)
 
-    def files(self) -> Iterator[Path]:
-        if self.source.kind == "hub":
-            from enlace_data.corpus.hub import hub_files
-
-            where = f"sources[{self.index}] ({self.source.name!r}) in {self.config_file}"
-            return hub_files(self.source, where)
-        return iter(resolve_source_files(self.source, self.index, self.config_file))
-
     def __iter__(self) -> Iterator[RawDoc]:
         max_bytes, max_docs = self.source.max_bytes, self.source.max_docs
         for doc in self._documents():
@@ -93,7 +85,14 @@ class SourceReader:
                 return  # closes the file being read; a hub source downloads nothing more
 
     def _documents(self) -> Iterator[RawDoc]:
-        for path in self.files():
+        if self.source.kind == "hub":
+            from enlace_data.corpus.hub import hub_files
+
+            where = f"sources[{self.index}] ({self.source.name!r}) in {self.config_file}"
+            files: Iterable[Path] = hub_files(self.source, where)
+        else:
+            files = resolve_source_files(self.source, self.index, self.config_file)
+        for path in files:
             self.stats.files += 1
             if path.name.endswith(".txt"):
                 yield from self._txt(path)
