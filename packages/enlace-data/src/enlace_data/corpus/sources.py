@@ -139,7 +139,7 @@ class SourceReader:
                         lines.pop()  # the block ends with a newline
                 except UnicodeDecodeError:
                     decoded = (self._decode(b, path, i) for i, b in enumerate(block, lineno + 1))
-                    lines = [line.rstrip("\n") for line in decoded if line is not None]
+                    lines = (line.rstrip("\n") for line in decoded if line is not None)
                 lineno += len(block)
                 for line in lines:
                     yield line.rstrip("\r")
