@@ -169,8 +169,8 @@ class Tokenizer:
             "denormalizer": self._spec["denormalizer_raw"].hex(),
         }
         h.update(json.dumps(header, sort_keys=True).encode())
+        kinds = ((sp.is_control, "c"), (sp.is_unknown, "u"), (sp.is_byte, "b"))
         for i in range(sp.get_piece_size()):
-            kinds = ((sp.is_control, "c"), (sp.is_unknown, "u"), (sp.is_byte, "b"))
             kind = next((k for test, k in kinds if test(i)), "n")
             h.update(sp.id_to_piece(i).encode("utf-8", "surrogatepass") + b"\x00")
             h.update(struct.pack("<f", sp.get_score(i)) + kind.encode())
