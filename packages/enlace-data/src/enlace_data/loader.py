@@ -438,6 +438,7 @@ class StreamLoader:
                 + ". Resume with the same data and settings, or start a new run.",
                 path=self._location,
             )
+        assert isinstance(consumed, int)
         self.samples_consumed = consumed
 
     def __repr__(self) -> str:
