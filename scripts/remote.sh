@@ -199,7 +199,12 @@ export PATH="$HOME/.local/bin:$HOME/.cargo/bin:$PATH"
 fail() { printf 'remote.sh: %s\n' "$*" >&2; exit 1; }
 sq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 session_of() { local s=${1//./_}; printf '%s' "${s//:/_}"; }  # tmux turns . and : into _
-is_running() { tmux has-session -t "=$(session_of "$1")" 2>/dev/null; }
+# Running: its tmux session exists and the pane script has not written its exit file (its last act).
+# The session alone is not enough: tmux can keep an ended pane's process unreaped for minutes while
+# other runs share the server, and until then the session stays.
+is_running() {
+  [ ! -f ".enlace-remote/$1.exit" ] && tmux has-session -t "=$(session_of "$1")" 2>/dev/null
+}
 pane_pid() { tmux display-message -p -t "=$(session_of "$1"):" '#{pane_pid}'; }
 latest_checkpoint() {  # newest checkpoints/step_N with its COMPLETE marker, relative to $1
   local best="" bestn=-1 d n
@@ -371,6 +376,7 @@ fi
 if is_running "$name"; then
   fail "run $name is already running in tmux session $session on the remote; stop it first (scripts/remote.sh stop $name) or choose another run.name"
 fi
+tmux kill-session -t "=$session" 2>/dev/null  # an ended run's session that tmux has not cleared yet
 mkdir -p -- "$out_dir" .enlace-remote || fail "cannot create $out_dir"
 log=$out_dir/console.log
 state=.enlace-remote/$name
@@ -459,9 +465,14 @@ name=${1:-} lines=$2
 out_dir=$(run_out_dir "$name") || exit 1
 log=$out_dir/console.log
 if is_running "$name"; then
-  pid=$(pane_pid "$name")
   echo "[remote.sh] following $log (run $name is running; Ctrl-C stops following, not the run)" >&2
-  exec tail -n "$lines" -F --pid="$pid" -- "$log" 2>/dev/null
+  # Follow until the run ends by its exit file, not by the pane's pid (a pane tmux has not reaped
+  # yet never "dies" for `tail --pid`); tail also ends with this shell (a dropped connection).
+  tail -n "$lines" -F --pid=$$ -- "$log" 2>/dev/null &
+  while is_running "$name"; do sleep 0.5; done
+  sleep 1.5  # tail polls every second: let it print the run's last lines
+  kill $! 2>/dev/null
+  exit 0
 fi
 [ -f "$log" ] || fail "run $name has no log at $PWD/$log"
 tail -n "$lines" -- "$log"

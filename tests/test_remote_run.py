@@ -356,3 +356,28 @@ def attach_then_detach(env: Path) -> None:
     assert status is not None, f"attach did not detach: {text}"
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert b"[detached (from session remote-stop)]" in screen, text
+
+
+def test_an_ended_run_whose_session_lingers_is_not_running(
+    server: rf.SshServer, remote: tuple[Path, Path]
+) -> None:
+    """The exit file, not the tmux session, says a run ended: tmux can keep an ended pane's
+    session for minutes (its process unreaped while other runs share the server), and a `logs`
+    follower keyed on that session or pane never ended (seen in CI)."""
+    env, remote_dir = remote
+    state = remote_dir / ".enlace-remote"
+    state.mkdir(exist_ok=True)
+    (state / "remote-linger.out_dir").write_text("runs/linger\n")
+    (remote_dir / "runs/linger").mkdir(parents=True, exist_ok=True)
+    (remote_dir / "runs/linger/console.log").write_text("step 3/3 | loss 1.0\nthe last line\n")
+    (state / "remote-linger.exit").write_text("0\n")
+    assert server.tmux("new-session", "-d", "-s", "remote-linger", "sleep 600").returncode == 0
+    try:
+        logs = rf.remote_sh(env, "logs", "remote-linger", timeout=30)
+        assert logs.returncode == 0, logs.stderr
+        assert "the last line" in logs.stdout
+        assert "run remote-linger is not running (exit code 0)" in logs.stderr
+        status = rf.remote_sh(env, "status")
+        assert "remote-linger  finished (exit 0)  runs/linger" in status.stdout, status.stdout
+    finally:
+        server.tmux("kill-session", "-t", "=remote-linger")
