@@ -467,7 +467,8 @@ log=$out_dir/console.log
 if is_running "$name"; then
   echo "[remote.sh] following $log (run $name is running; Ctrl-C stops following, not the run)" >&2
   # Follow until the run ends by its exit file, not by the pane's pid (a pane tmux has not reaped
-  # yet never "dies" for `tail --pid`); tail also ends with this shell (a dropped connection).
+  # yet never "dies" for `tail --pid`). After a dropped connection tail dies at its next write
+  # (SIGPIPE) or with this shell, which polls until the run ends.
   tail -n "$lines" -F --pid=$$ -- "$log" 2>/dev/null &
   while is_running "$name"; do sleep 0.5; done
   sleep 1.5  # tail polls every second: let it print the run's last lines

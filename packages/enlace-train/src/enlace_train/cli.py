@@ -180,7 +180,7 @@ def train_main(config: str, overrides: Sequence[str], *, debug: bool = False) ->
         # Read once by libgomp when torch loads, so set here, before the import. Threads that spin
         # long while waiting collapse when other jobs share the cores (OpenMP's default 300,000:
         # 136 tok/s vs 3,535 sleeping, measured under load); sleeping at once costs a quiet
-        # machine ~1.5x a step: hardware/cpu.yaml's short spin sits between
+        # machine ~1.4x a step: hardware/cpu.yaml's short spin sits between
         # (benchmarks/bench_cpu_wait.py). A value the user exported wins.
         os.environ["GOMP_SPINCOUNT"] = str(hardware.openmp_spin_count)
 
