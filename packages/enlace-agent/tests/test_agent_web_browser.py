@@ -155,6 +155,35 @@ def test_model_down_shows_a_spanish_message_not_a_spinner(
     assert tab.locator("#status").inner_text() == ""
 
 
+def test_the_page_shows_the_question_box_only_once_it_has_loaded(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """A question typed while the page still loads the conversation list was wiped when the list
+    arrived (the page then opened an empty conversation); the box now appears only after that."""
+    model_server.script = [model_server.say("Aquí estoy.")]
+    page = web_page()
+    held: list[Any] = []
+
+    def hold_the_list(route: Any) -> None:
+        if route.request.method == "GET" and not held:
+            held.append(route)  # answered below, once the test has looked at the page
+        else:
+            route.continue_()
+
+    tab.route("**/api/conversations", hold_the_list)
+    tab.goto(page.base + "/")
+    tab.get_by_label("Ana").check()
+    with tab.expect_request(lambda r: r.url.endswith("/api/conversations") and r.method == "GET"):
+        tab.get_by_role("button", name="Entrar").click()
+    assert tab.locator("#text").is_hidden()
+    assert tab.locator("#who").inner_text() == ""
+    held[0].continue_()
+    tab.locator("#who", has_text="Ana").wait_for()
+    send(tab, "¿Estás ahí?")
+    tab.locator(".msg.assistant .text", has_text="Aquí estoy.").wait_for()
+    assert tab.locator(".msg.user").inner_text() == "¿Estás ahí?"
+
+
 def test_each_person_sees_only_their_conversations(
     browser: Any, web_page: Callable[..., Any], model_server: Any
 ) -> None:

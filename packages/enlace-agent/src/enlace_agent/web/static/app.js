@@ -39,14 +39,16 @@ async function start() {
     if (e.status === 401) return showLogin();
     return setStatus("No se puede conectar con Enlace. Recarga la página.");
   }
-  document.body.classList.add("in");
-  $("who").textContent = state.me.name;
   $("text").maxLength = state.me.max_message_chars;
   $("login").hidden = true;
-  $("app").hidden = false;
   await loadList();
   const wanted = location.hash.slice(1);
   if (wanted) await openConversation(wanted); else newConversation();
+  // Shown only now: a question typed before the list arrived was wiped by the line above.
+  document.body.classList.add("in");
+  $("who").textContent = state.me.name;
+  $("app").hidden = false;
+  $("text").focus();
 }
 
 async function showLogin() {
