@@ -184,6 +184,20 @@ def test_the_page_shows_the_question_box_only_once_it_has_loaded(
     assert tab.locator(".msg.user").inner_text() == "¿Estás ahí?"
 
 
+@pytest.mark.parametrize("failing", ["/api/me", "/api/conversations"])
+def test_a_server_error_while_the_page_loads_says_so_in_spanish(
+    tab: Any, web_page: Callable[..., Any], failing: str
+) -> None:
+    page = web_page()
+    sign_in(tab, page.base)
+    tab.route("**" + failing, lambda route: route.fulfill(status=500, json={}))
+    tab.reload()
+    trouble = tab.locator("#trouble")
+    trouble.wait_for()
+    assert trouble.inner_text() == "No se puede conectar con Enlace. Recarga la página."
+    assert tab.locator("#text").is_hidden()
+
+
 def test_each_person_sees_only_their_conversations(
     browser: Any, web_page: Callable[..., Any], model_server: Any
 ) -> None:

@@ -37,11 +37,11 @@ async function start() {
     state.me = await api("/api/me");
   } catch (e) {
     if (e.status === 401) return showLogin();
-    return setStatus("No se puede conectar con Enlace. Recarga la página.");
+    return cannotConnect();
   }
   $("text").maxLength = state.me.max_message_chars;
   $("login").hidden = true;
-  await loadList();
+  try { await loadList(); } catch (e) { return cannotConnect(); }
   const wanted = location.hash.slice(1);
   if (wanted) await openConversation(wanted); else newConversation();
   // Shown only now: a question typed before the list arrived was wiped by the line above.
@@ -49,6 +49,11 @@ async function start() {
   $("who").textContent = state.me.name;
   $("app").hidden = false;
   $("text").focus();
+}
+
+function cannotConnect() {  // #status lives in the hidden chat, so the page says it on its own
+  $("login").hidden = true;
+  $("trouble").hidden = false;
 }
 
 async function showLogin() {
