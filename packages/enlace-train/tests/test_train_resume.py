@@ -202,3 +202,18 @@ def test_thread_count_change_refused_unless_forced(write_run, h):
     )
     assert summary.step == 6
     assert "no longer bit-exact" in (summary.run_dir / "train.log").read_text()
+
+
+def test_the_openmp_spin_count_never_blocks_a_resume(tmp_path, h):
+    """hardware.openmp_spin_count only decides how idle threads wait, no number of the run: a
+    checkpoint written before the key existed, or with another value, resumes."""
+    from enlace_train.checkpointing import check_resume_allowed
+
+    now = h.load(h.make_run_file(tmp_path, "spin", hardware={"openmp_spin_count": 10000}))
+    current = now.to_dict()
+    before_the_key = {**current, "hardware": dict(current["hardware"])}
+    del before_the_key["hardware"]["openmp_spin_count"]
+    other_value = {**current, "hardware": {**current["hardware"], "openmp_spin_count": 0}}
+    for saved in (before_the_key, other_value):
+        allowed = check_resume_allowed(saved, current, now.origins, checkpoint=tmp_path, step=3)
+        assert [line.split(":")[0] for line in allowed] == ["hardware.openmp_spin_count"]

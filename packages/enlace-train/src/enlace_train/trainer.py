@@ -414,7 +414,9 @@ def final_line(summary: TrainSummary) -> str:
     return f"{line}, run directory {summary.run_dir}"
 
 
-def log_start(cfg: RunConfig, backend: Backend, loader: Loader, model: Transformer, accum: int):
+def log_start(
+    cfg: RunConfig, backend: Backend, loader: Loader, model: Transformer, accum: int
+) -> None:
     """The run's first log lines: where it writes, the hardware, the data, the model, the batch."""
     log.info("run %s -> %s | %s", cfg.run.name, cfg.run.out_dir, backend.describe())
     params = count_parameters(model, include_embeddings=False) / 1e6
