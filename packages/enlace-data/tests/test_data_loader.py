@@ -133,6 +133,11 @@ def test_permutation_is_a_bijection(n: int) -> None:
         assert out.tolist() != list(range(n))
 
 
+def test_a_permutation_of_nothing_is_refused_not_an_endless_walk() -> None:
+    with pytest.raises(ValueError, match="n must be positive"):
+        Permutation(0, key=42)
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -62,7 +62,9 @@ class Permutation:
     ROUNDS = 4
 
     def __init__(self, n: int, key: int) -> None:
-        self.n = n  # > 0: the loader refuses a split without a window
+        if n <= 0:  # the cycle walk below would never end
+            raise ValueError("n must be positive")
+        self.n = n
         bits = max(2, (n - 1).bit_length())
         bits += bits % 2
         self._half = _U64(bits // 2)

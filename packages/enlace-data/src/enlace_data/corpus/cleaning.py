@@ -108,7 +108,8 @@ def remove_boilerplate_lines(text: str, phrases: list[str]) -> tuple[str, int]:
         return text, 0
     low = [p.casefold() for p in phrases]
     lines = text.split("\n")
-    kept = [line for line in lines if not any(p in line.casefold() for p in low)]
+    folded = text.casefold().split("\n")  # once per document, not once per phrase and line
+    kept = [line for line, f in zip(lines, folded, strict=True) if not any(p in f for p in low)]
     removed = len(lines) - len(kept)
     return ("\n".join(kept).strip(), removed) if removed else (text, 0)
 
