@@ -283,6 +283,13 @@ def test_start_up_refuses_missing_or_short_tokens() -> None:
         resolve_tokens(WebConfig(), {})
 
 
+def test_the_page_refuses_a_config_that_skipped_validation_and_listens_without_tokens() -> None:
+    # model_copy(update=...) never validates: the page's own start-up is the last gate.
+    config = WebConfig.model_validate({"people": [{"name": "Ana"}]})
+    with pytest.raises(WebSetupError, match="exige una clave para cada persona"):
+        resolve_tokens(config.model_copy(update={"host": "0.0.0.0"}), {})
+
+
 def test_listening_beyond_this_machine_requires_a_token_for_everyone() -> None:
     with pytest.raises(ValidationError, match=r"people\.1\.token_env: Luis has no token_env"):
         AssistantConfig.model_validate(

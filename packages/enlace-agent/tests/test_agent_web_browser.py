@@ -198,6 +198,40 @@ def test_a_server_error_while_the_page_loads_says_so_in_spanish(
     assert tab.locator("#text").is_hidden()
 
 
+def test_a_list_that_fails_while_opening_a_linked_conversation_says_so_too(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say("Hola.")]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "Hola")
+    tab.locator(".msg.assistant .text", has_text="Hola.").wait_for()
+    lists: list[str] = []
+
+    def second_list_fails(route: Any) -> None:
+        lists.append(route.request.method)
+        if lists.count("GET") == 2:  # the one openConversation asks for, after start()'s own
+            route.fulfill(status=500, json={})
+        else:
+            route.continue_()
+
+    tab.route("**/api/conversations", second_list_fails)
+    tab.reload()  # the address holds the conversation's #id
+    tab.locator("#trouble").wait_for()
+    assert tab.locator("#text").is_hidden()
+
+
+def test_an_expired_session_while_the_page_loads_shows_the_sign_in(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    page = web_page()
+    sign_in(tab, page.base)
+    tab.route("**/api/conversations", lambda route: route.fulfill(status=401, json={}))
+    tab.reload()
+    tab.get_by_role("button", name="Entrar").wait_for()
+    assert tab.locator("#trouble").is_hidden()
+
+
 def test_each_person_sees_only_their_conversations(
     browser: Any, web_page: Callable[..., Any], model_server: Any
 ) -> None:

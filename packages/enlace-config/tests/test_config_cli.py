@@ -221,8 +221,8 @@ def test_keys_lists_types_defaults_and_descriptions(capsys: pytest.CaptureFixtur
 
 
 def test_every_schema_key_has_a_description() -> None:
-    # Descriptions are the fields' docstrings: a key without one, or an install without the
-    # sources pydantic reads them from, would leave `keys` silent.
+    # Descriptions are the fields' docstrings: a key without one would leave `keys` silent. (An
+    # install without the .py sources would too; run from the repository, that half cannot show.)
     for folder in known_folders():
         schema_for(folder)  # imports every schema module
 

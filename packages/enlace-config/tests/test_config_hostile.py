@@ -204,6 +204,8 @@ def test_the_usual_spellings_still_work(write_tree: WriteTree) -> None:
         "model.d_model=10000000",
         "data.eval_batches=1000000000",
         "hardware.micro_batch_size=1000000",
+        # 2**64: libgomp rejects it with a warning and spins its default 300,000 instead
+        "hardware.openmp_spin_count=18446744073709551616",
     ],
 )
 def test_values_that_validate_but_cannot_run_are_refused(

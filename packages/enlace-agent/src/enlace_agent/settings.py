@@ -46,6 +46,11 @@ def config_dir(environ: Mapping[str, str] | None = None) -> Path:
     return _xdg_dir("XDG_CONFIG_HOME", ".config", environ)
 
 
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """What Enlace may lose (the search cool-downs)."""
+    return _xdg_dir("XDG_CACHE_HOME", ".cache", environ)
+
+
 def data_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Where Enlace keeps what it must not lose (the web page's histories)."""
     return _xdg_dir("XDG_DATA_HOME", ".local/share", environ)

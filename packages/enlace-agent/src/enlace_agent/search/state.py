@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enlace_agent.search.models import as_object
+from enlace_agent.settings import cache_dir
 
 log = logging.getLogger("enlace_agent.search")
 
@@ -31,8 +32,7 @@ class Cooldown:
 
 
 def default_state_path(environ: Mapping[str, str] | None = None) -> Path:
-    cache = (environ or {}).get("XDG_CACHE_HOME") or os.environ.get("XDG_CACHE_HOME")
-    return Path(cache or Path.home() / ".cache") / "enlace" / "search-state.json"
+    return cache_dir(environ) / "search-state.json"
 
 
 class CooldownStore:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from enlace_config.schema.agent import WebConfig
+from enlace_config.schema.agent import LOOPBACK_HOSTS, WebConfig
 from starlette.applications import Starlette
 
 from enlace_agent.assistant import Assistant
@@ -41,7 +41,11 @@ def resolve_tokens(config: WebConfig, env: Mapping[str, str]) -> dict[str, str |
                 "«python -c 'import secrets; print(secrets.token_urlsafe(24))'»)."
             )
         tokens[person.name] = value
-    return tokens  # WebConfig refuses a person without a token beyond 127.0.0.1
+    # WebConfig refuses this too, but a config changed with model_copy(update=...) skips
+    # validation, and this is the last gate before the page listens.
+    if config.host not in LOOPBACK_HOSTS and None in tokens.values():
+        raise WebSetupError(f"escuchar en {config.host} exige una clave para cada persona.")
+    return tokens
 
 
 def store_for(config: WebConfig, env: Mapping[str, str]) -> Store:

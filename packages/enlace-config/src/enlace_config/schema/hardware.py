@@ -31,10 +31,11 @@ class HardwareConfig(StrictModel):
     """The board's peak FLOP/s at this dtype, for MFU. None: MFU not reported."""
     num_threads: PositiveInt | None = Field(None, le=1024)
     """CPU threads for torch (None: torch's default). Part of exactness."""
-    openmp_spin_count: NonNegativeInt = 0
+    openmp_spin_count: NonNegativeInt = Field(0, le=10**9)
     """CPU runs: how long an idle OpenMP thread spins before it sleeps (libgomp's GOMP_SPINCOUNT,
     set by enlace-train before torch loads; an exported GOMP_SPINCOUNT or OMP_WAIT_POLICY wins).
-    0 sleeps at once: safest when other jobs share the cores."""
+    0 sleeps at once: safest when other jobs share the cores. 10**9 spins last seconds: beyond,
+    export OMP_WAIT_POLICY=ACTIVE."""
     compute_capability: list[NonNegativeInt] | None = Field(None, min_length=2, max_length=2)
     """CUDA only: the compute capability [major, minor] of the board this profile is sized for
     (micro-batch, peak_flops). Another board is refused at start-up unless allow_other_board is

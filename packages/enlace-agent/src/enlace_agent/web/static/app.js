@@ -41,9 +41,13 @@ async function start() {
   }
   $("text").maxLength = state.me.max_message_chars;
   $("login").hidden = true;
-  try { await loadList(); } catch (e) { return cannotConnect(); }
-  const wanted = location.hash.slice(1);
-  if (wanted) await openConversation(wanted); else newConversation();
+  try {
+    await loadList();
+    const wanted = location.hash.slice(1);
+    if (wanted) await openConversation(wanted); else newConversation();
+  } catch (e) {
+    return e.status === 401 ? showLogin() : cannotConnect();
+  }
   // Shown only now: a question typed before the list arrived was wiped by the line above.
   document.body.classList.add("in");
   $("who").textContent = state.me.name;
