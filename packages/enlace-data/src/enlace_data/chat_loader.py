@@ -7,7 +7,7 @@ ids[:-1] and targets ids[1:] (-1 where the assistant did not produce it), cut or
 longer than data.context_length (data.overflow). Rows are packed greedily with whole conversations;
 each position carries its conversation's segment id and the model attends only within a segment;
 the rest of a row is padding (input <|endoftext|>, target -1, a segment of its own). Order and
-state as the token loader's (loader.StreamLoader), counting conversations.
+state as the token loader's (stream.StreamLoader), counting conversations.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from enlace_config.schema.data import DataConfig
 from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.chat import ChatTokenizer, normalize_conversation, render
 from enlace_data.errors import DataError
-from enlace_data.loader import IntArray, Split, StreamArgs, StreamLoader
+from enlace_data.stream import IntArray, Split, StreamArgs, StreamLoader
 
 ChatBatch = tuple[IntArray, IntArray, IntArray]
 

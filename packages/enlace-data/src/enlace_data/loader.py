@@ -6,8 +6,9 @@ README says what they promise; the choices:
   that never cross a segment boundary.
 - Epoch e visits the windows in a keyed Feistel permutation of (seed, e) with cycle walking,
   computed on the fly (O(1) memory at any corpus size), and shifts the window grid by a phase
-  drawn from (seed, e). All ranks walk one global stream, so the state is one number,
-  `samples_consumed`, valid for any world size and micro-batch.
+  drawn from (seed, e). All ranks walk one global stream (stream.py, shared with the chat
+  loader), so the state is one number, `samples_consumed`, valid for any world size and
+  micro-batch.
 - Shards are opened lazily through a bounded LRU; reader="pread" reads each window with one
   `os.preadv` (no corpus page mapped, small RSS), reader="mmap" slices memory maps (the same
   speed here: benchmarks/bench_data.py).
@@ -22,24 +23,23 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Literal, NotRequired, Self, TypedDict, Unpack
+from typing import Any, Literal, Unpack
 
 import numpy as np
 from enlace_config.schema.data import DataConfig
 
 from enlace_data.bytes_tokenizer import BYTE_TOKENIZER_ID
+from enlace_data.chat_loader import build_chat_loader
 from enlace_data.errors import DataError
 from enlace_data.shards import MANIFEST_FILE, Shard, list_shards, open_shards
+from enlace_data.stream import Batch, IntArray, Split, StreamArgs, StreamLoader, check_rank
 
-Split = Literal["train", "val"]
 Reader = Literal["pread", "mmap"]
-STATE_FORMAT = 1
 ORDER_BLOCK = 4096  # positions of an epoch whose order is computed (and cached) at once
 _U64 = np.uint64
 _M1 = _U64(0xBF58476D1CE4E5B9)
 _M2 = _U64(0x94D049BB133111EB)
 
-IntArray = np.ndarray[Any, np.dtype[np.int64]]
 U64Array = np.ndarray[Any, np.dtype[np.uint64]]
 
 
@@ -343,114 +343,6 @@ def _assemble(
 
 
 # ----------------------------------------------------------------------------- loaders
-class StreamArgs(TypedDict):
-    """The keyword arguments of every loader: which split, the shapes, the seed of the order, and
-    this process's rank among world_size (default 0 of 1)."""
-
-    split: Split
-    context_length: int
-    micro_batch_size: int
-    seed: int
-    rank: NotRequired[int]
-    world_size: NotRequired[int]
-
-
-def _check_rank(rank: int, world_size: int) -> None:
-    if world_size <= 0 or not 0 <= rank < world_size:
-        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-
-
-class StreamLoader:
-    """What both loaders share (`Loader` below, `chat_loader.ChatLoader`): the global stream of
-    samples split between ranks, and its state `samples_consumed` with what it is valid for
-    (dataset fingerprint, seed, context length), checked on resume. Each loader sets what it reads
-    (`description`, `bytes_per_token`, `vocab_size`, `tokenizer_id`) and says `_dataset()`."""
-
-    _what = "data loader"  # in messages
-    _location: Path | str | None = None  # the data's path, for messages
-    description: str
-    bytes_per_token: float
-    vocab_size: int
-    tokenizer_id: str
-
-    def __init__(self, **stream: Unpack[StreamArgs]) -> None:
-        self.micro_batch_size = stream["micro_batch_size"]
-        self.rank, self.world_size = stream.get("rank", 0), stream.get("world_size", 1)
-        if self.micro_batch_size <= 0:
-            raise ValueError(f"micro_batch_size must be positive, got {self.micro_batch_size}")
-        _check_rank(self.rank, self.world_size)
-        self.split: Split = stream["split"]
-        self.context_length = stream["context_length"]
-        self.seed = stream["seed"]
-        self.samples_consumed = 0  # global samples (chat: conversations), all ranks together
-
-    def _dataset(self) -> tuple[str, str, str]:
-        """(data.kind, fingerprint, summary) of what this loader reads."""
-        raise NotImplementedError
-
-    def __iter__(self) -> Self:
-        return self
-
-    def state_dict(self) -> dict[str, Any]:
-        """A small JSON-serialisable state; the position counts global samples, not batches."""
-        kind, fingerprint, summary = self._dataset()
-        return {
-            "format": STATE_FORMAT,
-            "kind": kind,
-            "split": self.split,
-            "dataset": fingerprint,
-            "dataset_summary": summary,
-            "seed": self.seed,
-            "context_length": self.context_length,
-            "samples_consumed": self.samples_consumed,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue exactly where the saved loader stopped; refuse a state from other data."""
-        mine = self.state_dict()
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise DataError(
-                f"unknown {self._what} state (format {state.get('format') if isinstance(state, dict) else state!r}, "
-                f"expected {STATE_FORMAT}); it was written by another enlace-data version",
-                path=self._location,
-            )
-        problems: list[str] = []
-        for key, what in (
-            ("kind", "data.kind"),
-            ("split", "split"),
-            ("dataset", None),
-            ("seed", "the seed (train.seed)"),
-            ("context_length", "data.context_length"),
-        ):
-            if state.get(key) == mine[key]:
-                continue
-            problems.append(
-                f"{what} was {state.get(key)!r}, now {mine[key]!r}"
-                if what
-                else f"the state was saved on other data ({state.get('dataset_summary')!r}); "
-                f"this loader reads {mine['dataset_summary']!r}"
-            )
-        consumed = state.get("samples_consumed")
-        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
-            problems.append(f"samples_consumed must be a non-negative integer, got {consumed!r}")
-        if problems:
-            raise DataError(
-                f"refusing to resume the {self._what} from a state that does not match it: "
-                + "; ".join(problems)
-                + ". Resume with the same data and settings, or start a new run.",
-                path=self._location,
-            )
-        assert isinstance(consumed, int)
-        self.samples_consumed = consumed
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}({self.description!r}, split={self.split}, "
-            f"B={self.micro_batch_size}, T={self.context_length}, rank={self.rank}/"
-            f"{self.world_size}, samples_consumed={self.samples_consumed})"
-        )
-
-
 class Loader(StreamLoader):
     """Iterator of (inputs, targets) int64 arrays of shape (micro_batch_size, context_length):
     train is infinite, reshuffled each epoch; val is one pass in file order."""
@@ -561,8 +453,9 @@ def build_loader(
     vocab_size: int | None = None,
     max_open: int = 16,
     reader: Reader = "pread",
-) -> Loader:
-    """The loader of one split, validated before the first batch.
+) -> StreamLoader:
+    """The loader of one split, validated before the first batch: a `Loader` of (inputs,
+    targets), or for data.kind chat a `chat_loader.ChatLoader` of (inputs, targets, segments).
 
     `vocab_size`: the model's vocabulary (model.vocab_size); shards made for a larger one are
     refused. `max_open`: most shard files (descriptors or memory maps) open at once. `reader`:
@@ -577,10 +470,7 @@ def build_loader(
         "world_size": world_size,
     }
     if data_cfg.kind == "chat":
-        from enlace_data.chat_loader import build_chat_loader
-
-        # the same iterator protocol, batches of three arrays
-        return build_chat_loader(data_cfg, vocab_size=vocab_size, **stream)  # type: ignore[return-value]
+        return build_chat_loader(data_cfg, vocab_size=vocab_size, **stream)
     source = _build_source(data_cfg, split, vocab_size=vocab_size, max_open=max_open, reader=reader)
     return Loader(source, **stream)
 
@@ -603,13 +493,13 @@ def eval_batches(
     rank: int = 0,
     world_size: int = 1,
     vocab_size: int | None = None,
-) -> list[tuple[IntArray, IntArray]]:
+) -> list[Batch]:
     """data.eval_batches validation micro-batches for this rank, identical on every call.
 
     Window starts are spread evenly over every valid start position of the val split (all ranks
     together), so a small val split gives overlapping windows rather than repeats.
     """
-    _check_rank(rank, world_size)
+    check_rank(rank, world_size)
     if data_cfg.kind == "chat":  # (inputs, targets, segments): the val split's first rows
         val = build_loader(
             data_cfg,
@@ -635,7 +525,7 @@ def eval_batches(
     B, W = micro_batch_size, world_size
     needed = data_cfg.eval_batches * B * W
     positions = (np.arange(needed, dtype=np.int64) * total) // needed
-    out: list[tuple[IntArray, IntArray]] = []
+    out: list[Batch] = []
     try:
         for k in range(data_cfg.eval_batches):
             first = k * W * B + rank * B

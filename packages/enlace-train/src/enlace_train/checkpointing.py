@@ -52,7 +52,7 @@ from enlace_train.state import provenance, rng_state, set_rng_state
 
 if TYPE_CHECKING:
     from enlace_config import ResolvedConfig
-    from enlace_data.loader import Loader
+    from enlace_data.stream import StreamLoader
 
     from enlace_train.backends import Backend
 
@@ -122,7 +122,7 @@ class Training:
     model: torch.nn.Module  # the user's module (FSDP2 shards it in place; DDP wraps it apart)
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
-    loader: Loader
+    loader: StreamLoader
     backend: Backend
     info: DistInfo
     progress: TrainProgress = field(default_factory=TrainProgress)
@@ -519,14 +519,19 @@ def check_resume_allowed(
     checkpoint: Path,
     step: int,
 ) -> list[str]:
-    """Raise ResumeError listing every change outside RESUME_MAY_CHANGE; return the allowed ones."""
+    """Raise ResumeError listing every change outside RESUME_MAY_CHANGE; return the allowed ones.
+
+    A key the checkpoint's config does not hold (added to Enlace after it was written) whose value
+    now is its schema default is no change: updating Enlace never strands a run."""
     refused: list[str] = []
     allowed: list[str] = []
     old, new = flatten(saved), flatten(current)
     for key in sorted(old.keys() | new.keys()):
         before, after = old.get(key), new.get(key)
-        if (key in old, before) == (key in new, after):
-            continue
+        if (key in old, before) == (key in new, after) or (
+            key not in old and _is_default(key, after)
+        ):
+            continue  # unchanged, or a key newer than the checkpoint at its default: same run
         where = f" (set by {origins[key]})" if key in origins else ""
         line = f"{key}: {before!r} -> {after!r}{where}"
         if key == "train.max_steps" and isinstance(after, int) and after < max(before or 0, step):
@@ -546,6 +551,17 @@ def check_resume_allowed(
             f"{checkpoint}."
         )
     return allowed
+
+
+def _is_default(key: str, value: Any) -> bool:
+    """Whether `value` is today's schema default of the dotted config `key`."""
+    from enlace_config.compose import schema_default
+    from enlace_config.schema import RunConfig
+
+    try:
+        return schema_default(RunConfig, key) == value
+    except KeyError:
+        return False
 
 
 def check_threads(saved: int, now: int, *, allow_change: bool, checkpoint: Path) -> None:

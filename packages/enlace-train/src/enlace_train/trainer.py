@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from enlace_config import ResolvedConfig
 from enlace_config.schema import RunConfig
-from enlace_data.loader import Loader, build_loader, eval_batches, split_bytes_per_token
+from enlace_data.loader import build_loader, eval_batches, split_bytes_per_token
+from enlace_data.stream import StreamLoader
 from enlace_model import Transformer, build_model, count_parameters, flops_per_token
 
 from enlace_train import distributed
@@ -93,7 +94,7 @@ class StopSignals:
 
 
 # ----------------------------------------------------------------------------- building blocks
-def build_train_loader(cfg: RunConfig, info: distributed.DistInfo) -> Loader:
+def build_train_loader(cfg: RunConfig, info: distributed.DistInfo) -> StreamLoader:
     """This rank's share of the training data (enlace-data refuses a vocabulary larger than the
     model's)."""
     return build_loader(
@@ -415,7 +416,7 @@ def final_line(summary: TrainSummary) -> str:
 
 
 def log_start(
-    cfg: RunConfig, backend: Backend, loader: Loader, model: Transformer, accum: int
+    cfg: RunConfig, backend: Backend, loader: StreamLoader, model: Transformer, accum: int
 ) -> None:
     """The run's first log lines: where it writes, the hardware, the data, the model, the batch."""
     log.info("run %s -> %s | %s", cfg.run.name, cfg.run.out_dir, backend.describe())
