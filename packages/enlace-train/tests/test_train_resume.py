@@ -217,3 +217,26 @@ def test_the_openmp_spin_count_never_blocks_a_resume(tmp_path, h):
     for saved in (before_the_key, other_value):
         allowed = check_resume_allowed(saved, current, now.origins, checkpoint=tmp_path, step=3)
         assert [line.split(":")[0] for line in allowed] == ["hardware.openmp_spin_count"]
+
+
+def test_a_key_newer_than_the_checkpoint_resumes_at_its_default_and_only_there(tmp_path, h):
+    """Updating Enlace adds configuration keys; a checkpoint written before one existed resumes
+    when the run's value is the key's default (it is the same run), and is still refused when the
+    run sets another value, or when a key the checkpoint holds changed."""
+    from enlace_train.checkpointing import check_resume_allowed
+
+    now = h.load(h.make_run_file(tmp_path, "newer", train={"z_loss_weight": 0.5}))
+    current = now.to_dict()
+    assert current["train"]["grad_clip"] == 1.0  # the schema's default
+    older = {**current, "train": dict(current["train"])}
+    del older["train"]["grad_clip"]  # at its default today
+    del older["train"]["muon_ns_steps"]  # at its default today
+    allowed = check_resume_allowed(older, current, now.origins, checkpoint=tmp_path, step=3)
+    assert allowed == []  # not a change at all
+    del older["train"]["z_loss_weight"]  # absent from the checkpoint, but set to 0.5 now
+    with pytest.raises(ResumeError, match=r"train\.z_loss_weight: None -> 0\.5"):
+        check_resume_allowed(older, current, now.origins, checkpoint=tmp_path, step=3)
+    older["train"]["z_loss_weight"] = 0.5
+    changed = {**older, "train": {**older["train"], "beta2": 0.99}}
+    with pytest.raises(ResumeError, match=r"train\.beta2: 0\.99 -> 0\.95"):
+        check_resume_allowed(changed, current, now.origins, checkpoint=tmp_path, step=3)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast, get_args, get_origin, overload
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from enlace_config.errors import (
     MAX_OF_A_KIND,
@@ -167,6 +167,19 @@ def _model_at(schema: type[BaseModel], loc: Sequence[str | int]) -> type[BaseMod
         info = model.model_fields.get(part)
         model = _model_in(info.annotation) if info is not None else None
     return model
+
+
+def schema_default(schema: type[BaseModel], key: str) -> Any:
+    """The default of the dotted `key` (`train.grad_clip`) in `schema`, as a resolved config's
+    `to_dict()` holds it (JSON form). KeyError when the schema has no such key or the key is
+    required (it has no default)."""
+    *sections, leaf = key.split(".")
+    model = _model_at(schema, sections)
+    info = model.model_fields.get(leaf) if model is not None else None
+    if info is None or info.annotation is None or info.is_required():
+        raise KeyError(key)
+    default = info.get_default(call_default_factory=True)
+    return TypeAdapter[Any](info.annotation).dump_python(default, mode="json")
 
 
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
