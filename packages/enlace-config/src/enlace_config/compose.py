@@ -24,6 +24,7 @@ from enlace_config.errors import (
     Origin,
     Problem,
     display_path,
+    names_secret,
     quote,
     resolved,
 )
@@ -312,7 +313,8 @@ def _translate(
                     "the section in the run file"
                 )
         else:
-            message = f"got {quote(err.get('input'))}: {_expected(err['msg'])}"
+            secret = names_secret(_dotted(loc))
+            message = f"got {quote(err.get('input'), secret=secret)}: {_expected(err['msg'])}"
             if etype == "literal_error":
                 choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
                 message += _did_you_mean(str(err.get("input")), choices)

@@ -1,5 +1,11 @@
-"""Where a value came from, one problem with a config, and the error that lists them all."""
+"""Where a value came from, one problem with a config, and the error that lists them all.
 
+A config error never shows a secret: a key pasted into the config by mistake (into `api_key_env`,
+the field that names the variable holding it, or anywhere else) is hidden from every message, and
+the value of a field that names a secret (`*_env`, `*_key`, `*_token`, ...) is never quoted.
+"""
+
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,11 +17,42 @@ MAX_QUOTED = 60  # characters of a value quoted in a message
 MAX_OF_A_KIND = 20  # problems of one kind listed before the rest are only counted
 
 
-def quote(value: Any) -> str:
+# Something shaped like an API key or token: a long word mixing upper case, lower case and
+# digits (Brave's, OpenAI's, Python's secrets.token_urlsafe), or a long run of hexadecimal digits.
+_WORD = r"[A-Za-z0-9_+~-]"
+_KEY_SHAPED = re.compile(
+    rf"(?<!{_WORD})(?=(?:{_WORD})*?[0-9])(?=(?:{_WORD})*?[a-z])(?=(?:{_WORD})*?[A-Z]){_WORD}{{20,}}"
+    rf"(?!{_WORD})|(?<![0-9A-Za-z])(?:[0-9a-f]{{32,}}|[0-9A-F]{{32,}})(?![0-9A-Za-z])"
+)
+_SECRET_FIELD_ENDINGS = {"env", "key", "token", "secret", "password", "passphrase"}
+HIDDEN = "[hidden]"
+
+
+def names_secret(key: str | None) -> bool:
+    """Whether the dotted config `key` holds a secret or the name of the variable holding one
+    (`api_key_env`, `web.people.0.token_env`): its value is never quoted."""
+    last = next((p for p in reversed((key or "").split(".")) if not p.isdigit()), "")
+    return last.lower().rsplit("_", 1)[-1] in _SECRET_FIELD_ENDINGS
+
+
+def looks_secret(text: str) -> bool:
+    """Whether `text` holds something shaped like an API key or token."""
+    return _KEY_SHAPED.search(text) is not None
+
+
+def hide_secrets(text: str) -> str:
+    """`text` with everything shaped like a key replaced by HIDDEN."""
+    return _KEY_SHAPED.sub(HIDDEN, text)
+
+
+def quote(value: Any, *, secret: bool = False) -> str:
     """A value as a message quotes it: its repr, cut to MAX_QUOTED characters (a 50 MB scalar
-    is not echoed whole); a mapping is "a mapping"."""
+    is not echoed whole); a mapping is "a mapping". Text that is `secret` (the value of a field
+    that names a secret) or shaped like a key is described, never shown."""
     if isinstance(value, dict):
         return "a mapping"
+    if isinstance(value, str) and (secret or looks_secret(value)):
+        return f"a value of {len(value)} characters, not shown (it may be a secret)"
     text = repr(value)
     return text if len(text) <= MAX_QUOTED else f"{text[: MAX_QUOTED - 3]}... ({len(text)} chars)"
 
@@ -71,6 +108,9 @@ class Origin:
             return f"{where}:{self.line}" if self.line is not None else where
         if self.kind == "override":
             text = self.text or ""
+            name, equals, value = text.partition("=")
+            if equals and names_secret(name.strip()) and value:
+                text = f"{name}={HIDDEN}"
             return f"command line override `{text if len(text) <= 4 * MAX_QUOTED else quote(text)}`"
         return f"default ({self.text})" if self.text else "default"
 
@@ -93,7 +133,7 @@ class Problem:
         parts = [f"{self.origin}:" if self.origin else "", f"{key}:" if key else "", self.message]
         text = " ".join(part for part in parts if part)
         related = "; ".join(f"{k} from {o}" if o is not None else k for k, o in self.related)
-        return f"{text} [{related}]" if related else text
+        return hide_secrets(f"{text} [{related}]" if related else text)
 
 
 class ConfigError(ValueError):
