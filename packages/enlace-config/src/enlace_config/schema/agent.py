@@ -7,10 +7,11 @@ Secrets are never part of this schema: the Brave key comes only from the environ
 """
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import AfterValidator, Field, PositiveFloat, PositiveInt
 
+from enlace_config.errors import looks_secret
 from enlace_config.schema.base import FieldProblem, StrictModel, repeated
 
 ProviderName = Literal["duckduckgo", "brave"]
@@ -108,13 +109,26 @@ LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
+def _a_name_not_a_key(value: str) -> str:
+    if looks_secret(value):
+        raise ValueError(
+            "this looks like a key itself, not the name of an environment variable: put the key "
+            "in the environment (or the .env file) and write the variable's name here"
+        )
+    return value
+
+
+# The name of an environment variable that holds a secret; a secret pasted here is refused.
+EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN), AfterValidator(_a_name_not_a_key)]
+
+
 class PersonConfig(StrictModel):
     """One member of the family on the web page: a name and, where the page needs one, the
     environment variable that holds their access token (never the token itself)."""
 
     name: str = Field(min_length=1, max_length=40, pattern=r"^[^\x00-\x1f<>&\"']+$")
     """The name shown on the page and the owner of a history (no markup)."""
-    token_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    token_env: EnvName | None = None
     """Environment variable holding this person's access token (at least `min_token_chars`
     characters). Required when the page listens beyond this machine; on 127.0.0.1 a person
     without one signs in by name alone."""
@@ -183,7 +197,7 @@ class AssistantConfig(StrictModel):
     Ollama's /v1, vLLM); /chat/completions is appended."""
     model: str = Field(default="enlace-chat", min_length=1)
     """Model name sent in every request (the server's GET /models lists them)."""
-    api_key_env: str = Field(default="ENLACE_MODEL_API_KEY", pattern=ENV_NAME_PATTERN)
+    api_key_env: EnvName = "ENLACE_MODEL_API_KEY"
     """Environment variable holding the server's API key, for servers that want one (sent as a
     Bearer token; unset: no key is sent)."""
     stream: bool = True
