@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         "y dice de dónde saca cada dato.",
         epilog="Códigos de salida: 0 respuesta, 1 falló el servidor del modelo, 2 uso o "
         "configuración incorrectos. La página web: enlace-assistant serve (--help para sus "
-        "opciones); export-history y delete-history NOMBRE para el historial de una persona. "
+        "opciones); export-history y delete-history NOMBRE para el historial de una persona; "
+        "snapshot (create, list, verify, restore) para las copias de seguridad. "
         "La configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
         "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).",
@@ -80,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from enlace_agent.cli.web import main as web_main
 
         return web_main(args)
+    if args and args[0] == "snapshot":
+        from enlace_agent.cli.snapshot import main as snapshot_main
+
+        return snapshot_main(args[1:])
     return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
 
 

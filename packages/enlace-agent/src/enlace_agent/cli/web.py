@@ -77,6 +77,9 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         return fail(f"no se puede usar el historial: {exc}")
     url_host = f"[{web.host}]" if ":" in web.host else web.host  # an IPv6 address
     sys.stderr.write(f"Enlace: la página está en http://{url_host}:{web.port}/\n")
+    from enlace_agent.snapshot import household, start_daily
+
+    start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
     try:
         uvicorn.run(app, host=web.host, port=web.port, log_config=None, access_log=False)
     except OSError as exc:

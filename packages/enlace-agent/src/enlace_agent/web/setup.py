@@ -4,7 +4,7 @@ store, the app."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from enlace_config.schema.agent import LOOPBACK_HOSTS, WebConfig
@@ -48,10 +48,18 @@ def resolve_tokens(config: WebConfig, env: Mapping[str, str]) -> dict[str, str |
     return tokens
 
 
-def store_for(config: WebConfig, env: Mapping[str, str]) -> Store:
-    return Store(Path(config.database) if config.database else default_path(env))
+def store_for(
+    config: WebConfig,
+    env: Mapping[str, str],
+    before_migration: Callable[[Path, int], None] | None = None,
+) -> Store:
+    path = Path(config.database) if config.database else default_path(env)
+    return Store(path, before_migration)
 
 
 def build_app(assistant: Assistant, env: Mapping[str, str]) -> Starlette:
+    from enlace_agent.snapshot import before_migration, household
+
     config = assistant.config.web
-    return create_app(config, assistant, store_for(config, env), resolve_tokens(config, env))
+    hook = before_migration(household(assistant.config, env))
+    return create_app(config, assistant, store_for(config, env, hook), resolve_tokens(config, env))

@@ -13,7 +13,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,10 +77,19 @@ def _hash(token: str) -> str:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, before_migration: Callable[[Path, int], None] | None = None
+    ) -> None:
+        """`before_migration(path, found)` runs before an existing file at schema `found` is
+        migrated (the snapshot hook)."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if before_migration is not None and path.is_file():
+                with self._db() as db:
+                    found: int = db.execute("PRAGMA user_version").fetchone()[0]
+                if 0 < found < SCHEMA_VERSION:
+                    before_migration(path, found)
             with self._db() as db:
                 migrate(db)
         except sqlite3.DatabaseError as exc:

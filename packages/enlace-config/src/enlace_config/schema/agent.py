@@ -134,6 +134,36 @@ class PersonConfig(StrictModel):
     without one signs in by name alone."""
 
 
+class SnapshotConfig(StrictModel):
+    """Snapshots of the household (`enlace-assistant snapshot`): where they are kept, when the
+    page takes them by itself, how many are kept, and the optional passphrase."""
+
+    directory: str | None = None
+    """Folder of the snapshots. None: `snapshots` next to the history file
+    (~/.local/share/enlace/snapshots by default). Created 0700; each archive is 0600."""
+    daily_hour: int | None = Field(default=3, ge=0, le=23)
+    """Local hour at which `serve` takes the daily snapshot (then prunes). None: no daily
+    snapshot."""
+    before_migration: bool = True
+    """Take a snapshot before the history file's schema is migrated to a newer version."""
+    keep_daily: int = Field(default=7, ge=1, le=3650)
+    """Verified snapshots kept for the most recent days that have one (the newest of each day)."""
+    keep_weekly: int = Field(default=4, ge=0, le=520)
+    """Verified snapshots kept for the most recent weeks that have one (the newest of each ISO
+    week), beyond the daily ones."""
+    passphrase_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    """Environment variable holding the passphrase that encrypts new snapshots (needs the
+    `snapshot-crypto` extra). None: not encrypted. The passphrase itself never goes here."""
+    model_file: str | None = None
+    """The model file (GGUF) the page's model server serves; its name and sha256 go into each
+    snapshot's manifest. None: only the model name is recorded."""
+    max_manifest_bytes: int = Field(default=1_048_576, ge=4096, le=67_108_864)
+    """Largest manifest read from an archive (a bigger one is refused before being parsed)."""
+    kdf_log2_n: int = Field(default=15, ge=14, le=22)
+    """scrypt cost of the passphrase (2**n); stored in each encrypted archive, so changing it
+    never breaks reading older ones."""
+
+
 class WebConfig(StrictModel):
     """The family web page (`enlace-assistant serve`): where it listens, who may use it, where the
     histories live and the limits of a request."""
@@ -163,6 +193,8 @@ class WebConfig(StrictModel):
     stall_timeout_s: PositiveFloat = 60.0
     """The page tells the family the assistant is not answering after this many seconds without
     any news on the event stream (signs of life included)."""
+    snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    """Snapshots of the histories and settings (`enlace-assistant snapshot`)."""
 
     def _problems(self) -> Iterator[FieldProblem]:
         if self.keepalive_s >= self.stall_timeout_s:
