@@ -10,8 +10,9 @@
 #                                            run scripts/gpu_check.py's checks, print one table and
 #                                            write DIR/gpu-check.json (DIR: gpu-check-out)
 #
-# Without gpu-wheels/ the install is skipped and GPU_CHECK_PYTHON (default python3) must already import
-# the project; without CUDA every GPU check is skipped with its reason (the CPU test runs that path).
+# GPU_CHECK_PYTHON (default python3) must import torch; without gpu-wheels/ the install is skipped and
+# it must import the project too (here: GPU_CHECK_PYTHON=.venv/bin/python, after uv sync); without
+# CUDA every GPU check is skipped with its reason (the CPU test runs that path).
 # Environment: GPU_CHECK_PYTHON (the Python to install over), GPU_CHECK_WHEELS (the wheel folder,
 # default gpu-wheels), GPU_CHECK_PY_VERSION (the GPU machine's Python for --prepare, default 3.12).
 set -euo pipefail
@@ -52,13 +53,23 @@ print(json.dumps({"check": "install from gpu-wheels/", "status": sys.argv[1],
                   "detail": sys.argv[2], "seconds": float(sys.argv[3])}))' "$@"
 }
 
+need() {  # need MODULE...: $PYTHON imports them all, or one line naming the Python to use; exit 2
+  "$PYTHON" -c 'import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' "$@" 2>/dev/null && return
+  local IFS=,
+  echo "gpu-check: $PYTHON cannot import $*: the check needs a Python with torch (and, without $WHEELS/, the project); here use the project's environment: GPU_CHECK_PYTHON=.venv/bin/python bash scripts/gpu-check.sh (after uv sync)" >&2
+  exit 2
+}
+
 install() {  # sets PY (the Python the checks run with) and ROW
   local start=$SECONDS
   if [ ! -d "$WHEELS" ]; then
+    need torch enlace_train
     PY=$PYTHON
     ROW=$(install_row skip "skipped: no $WHEELS/ (run scripts/gpu-check.sh --prepare where PyPI is reachable); checks run with $PYTHON as it is" 0)
     return
   fi
+  need torch
   rm -rf "$VENV"
   "$PYTHON" -m venv --system-site-packages "$VENV"
   # The machine's torch, numpy, ... stay in use. When $PYTHON is itself a venv (the H200's is), the
@@ -84,7 +95,7 @@ print("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs))' \
 
 case "${1:-}" in
   --prepare) prepare ;;
-  -h | --help) sed -n '2,18p' "$0" ;;
+  -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" ;;
   *)
     install
     exec "$PY" scripts/gpu_check.py --install-row "$ROW" --out gpu-check-out "$@"

@@ -15,12 +15,35 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = [
-    pytest.mark.slow,  # two trainer start-ups
-    pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA machine the full check runs"),
-]
+
+def test_a_python_without_torch_is_named_in_one_line_with_the_fix(tmp_path):
+    """The default python3 of a machine without torch: one line saying which Python the check needs
+    and how to point GPU_CHECK_PYTHON at the project's environment; no traceback."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    proc = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", "--out", str(tmp_path / "out")],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "GPU_CHECK_PYTHON": str(bare / "bin" / "python"),
+            "GPU_CHECK_WHEELS": str(tmp_path / "no-wheels"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "ModuleNotFoundError" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert str(bare / "bin" / "python") in line and "torch" in line
+    assert "GPU_CHECK_PYTHON=.venv/bin/python" in line
+    assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # two trainer start-ups
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA machine the full check runs")
 def test_cpu_path_skips_with_reasons_refuses_the_gpu_profiles_and_writes_json(tmp_path):
     env = {
         **os.environ,
