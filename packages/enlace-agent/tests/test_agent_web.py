@@ -317,9 +317,9 @@ def test_an_old_history_file_is_migrated_with_its_data(tmp_path: Path) -> None:
         db.execute("INSERT INTO messages VALUES (NULL, 'c1', 'user', 'Hola', '[]', 1)")
     store = Store(path)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert store.conversation("Ana", "c1")["messages"][0]["content"] == "Hola"  # type: ignore[index]
-    token, session = store.create_session("Ana", 60)  # the table version 2 added
+    token, session = store.create_session("Ana", 60, store.fingerprint(None))  # version 2
     assert store.session(token) == session
     Store(path)  # opening an up-to-date file changes nothing
 
@@ -337,7 +337,7 @@ def test_a_history_file_from_a_newer_enlace_is_refused(tmp_path: Path) -> None:
 
 def test_sessions_expire(tmp_path: Path) -> None:
     store = Store(tmp_path / "web.sqlite3")
-    token, _ = store.create_session("Ana", -1)
+    token, _ = store.create_session("Ana", -1, store.fingerprint(None))
     assert store.session(token) is None
     assert store.session("made-up") is None
 

@@ -26,7 +26,7 @@ FLAGS = {
     "time_budget_s": "--time-budget",
     "stream": "--no-stream",
 }
-WEB_COMMANDS = ("serve", "export-history", "delete-history")
+WEB_COMMANDS = ("serve", "export-history", "delete-history", "end-sessions")
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
 
 
@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         "y dice de dónde saca cada dato.",
         epilog="Códigos de salida: 0 respuesta, 1 falló el servidor del modelo, 2 uso o "
         "configuración incorrectos. La página web: enlace-assistant serve (--help para sus "
-        "opciones); export-history y delete-history NOMBRE para el historial de una persona; "
+        "opciones); export-history y delete-history NOMBRE para el historial de una persona, "
+        "end-sessions NOMBRE para cerrar sus sesiones; "
         "snapshot (create, list, verify, restore) para las copias de seguridad. "
         "La configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "

@@ -1,5 +1,6 @@
-"""`enlace-assistant serve | export-history | delete-history`: the family web page and the
-histories it keeps. Exit codes: 0 done, 1 the server could not run, 2 bad usage or configuration.
+"""`enlace-assistant serve | export-history | delete-history | end-sessions`: the family web page,
+the histories it keeps and its sign-ins. Exit codes: 0 done, 1 the server could not run, 2 bad
+usage or configuration.
 Starlette and uvicorn (the `web` extra) are imported only once the arguments are read."""
 
 from __future__ import annotations
@@ -38,7 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     delete = commands.add_parser("delete-history", help="borra el historial de una persona")
     delete.add_argument("name", metavar="NOMBRE")
     delete.add_argument("--yes", action="store_true", help="confirma el borrado")
-    for sub in (export, delete):
+    end = commands.add_parser(
+        "end-sessions",
+        help="cierra las sesiones de una persona en todos sus dispositivos",
+        description="Cierra al momento todas las sesiones abiertas de una persona (también con "
+        "la página en marcha): tendrá que volver a entrar. Al cambiar su clave (token_env) sus "
+        "sesiones ya se cierran solas al reiniciar la página; esto sirve, por ejemplo, para un "
+        "móvil perdido. El historial no se toca.",
+        epilog="Ejemplo: enlace-assistant end-sessions Ana",
+    )
+    end.add_argument("name", metavar="NOMBRE")
+    for sub in (export, delete, end):
         sub.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
         sub.add_argument("--debug", action="store_true", help="registro detallado y trazas")
     return parser
@@ -46,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    run = {"serve": _serve, "export-history": _export, "delete-history": _delete}[args.command]
+    run = {
+        "serve": _serve,
+        "export-history": _export,
+        "delete-history": _delete,
+        "end-sessions": _end_sessions,
+    }[args.command]
     return run_guarded("enlace-assistant", args, run)
 
 
@@ -55,6 +71,7 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         import uvicorn
 
         from enlace_agent.web import StoreError, WebSetupError, build_app, resolve_tokens
+        from enlace_agent.web.app import WILDCARD_HOSTS
     except ImportError:
         return fail(NO_EXTRA)
     from enlace_agent.settings import InvalidOptions, with_overrides
@@ -76,7 +93,14 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     except StoreError as exc:
         return fail(f"no se puede usar el historial: {exc}")
     url_host = f"[{web.host}]" if ":" in web.host else web.host  # an IPv6 address
-    sys.stderr.write(f"Enlace: la página está en http://{url_host}:{web.port}/\n")
+    if web.host in WILDCARD_HOSTS:  # the page answers only to its own addresses and names
+        sys.stderr.write(
+            f"Enlace: la página escucha en todas las direcciones de este equipo: ábrela con "
+            f"http://DIRECCIÓN-DEL-EQUIPO:{web.port}/ (aquí, http://127.0.0.1:{web.port}/); "
+            "un nombre como casa.local, en web.allowed_hosts\n"
+        )
+    else:
+        sys.stderr.write(f"Enlace: la página está en http://{url_host}:{web.port}/\n")
     from enlace_agent.snapshot import household, start_daily
 
     start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
@@ -131,4 +155,16 @@ def _delete(args: argparse.Namespace, secrets: list[str]) -> int:
         return fail(store)
     count = store.delete_person(args.name)
     sys.stderr.write(f"Borradas {count} conversaciones de {args.name} (y sus sesiones).\n")
+    return EXIT_OK
+
+
+def _end_sessions(args: argparse.Namespace, secrets: list[str]) -> int:
+    store = _store(args)
+    if isinstance(store, str):
+        return fail(store)
+    count = store.end_sessions(args.name)
+    sys.stderr.write(
+        f"Sesiones cerradas de {args.name}: {count}. Para usar la página tendrá que entrar de "
+        "nuevo.\n"
+    )
     return EXIT_OK

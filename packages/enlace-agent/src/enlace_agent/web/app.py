@@ -2,27 +2,33 @@
 
 The security model is the README's («La página web», Seguridad): per-person tokens compared in
 constant time, a random HttpOnly SameSite=Strict session cookie kept server-side only as a hash,
-CSRF header + JSON + same Origin on every POST, no HTML from the model or a search, bounded bodies,
-and every conversation query naming the signed-in person (another's conversation is a 404).
+CSRF header + JSON on every POST, no HTML from the model or a search, bounded bodies, and every
+conversation query naming the signed-in person (another's conversation is a 404). One middleware
+around everything (`PageGuard`) answers only under the page's own names and origins (DNS
+rebinding) and puts the security headers on every response, the framework's own errors included.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from enlace_config.schema.agent import WebConfig
+from enlace_config.schema.agent import LOOPBACK_HOSTS, WebConfig
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
 from enlace_agent.web.live import EventDict, LiveTurns
@@ -41,6 +47,19 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+HOST_REFUSED = (
+    "Esta página no responde a ese nombre. Ábrela con la dirección que muestra "
+    "«enlace-assistant serve» (o añade el nombre a web.allowed_hosts en assistant.yaml)."
+)
+ORIGIN_REFUSED = "Petición rechazada: viene de otra página."
+NOT_FOUND = "Esa dirección no existe en Enlace."
+METHOD_REFUSED = "Esa dirección no admite esta operación."
+BAD_REQUEST = "Petición no válida."
+SERVER_FAULT = (
+    "Enlace ha tenido un problema interno. Inténtalo de nuevo; si se repite, avisa a quien cuida "
+    "el servidor."
+)
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 MODEL_DOWN = (
     "El asistente no está disponible ahora mismo: el servidor del modelo no responde. "
     "Inténtalo de nuevo dentro de un rato (si sigue igual, avisa a quien cuida el servidor)."
@@ -69,21 +88,29 @@ class WebApp:
     store: Store
     tokens: Mapping[str, str | None]  # person -> their access token (None: name alone)
     live: LiveTurns
+    # person -> the fingerprint of their token, which each of their sessions must carry
+    fingerprints: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fingerprints = {n: self.store.fingerprint(t) for n, t in self.tokens.items()}
 
     # ------------------------------------------------------------ request checks
     async def session(self, request: Request) -> Session:
         cookie = request.cookies.get(COOKIE)
         found = await run_in_threadpool(self.store.session, cookie) if cookie else None
-        if found is None or found.person not in self.tokens:
+        # A session made under another token (changed since, or another person's) is over.
+        expected = self.fingerprints.get(found.person) if found else None
+        if (
+            found is None
+            or expected is None
+            or not hmac.compare_digest(found.fingerprint, expected)
+        ):
             raise HttpError(401, "Tienes que entrar de nuevo.")
         return found
 
     def check_write(self, request: Request, session: Session | None) -> None:
-        """A state-changing request: JSON, from this origin, with the session's CSRF token."""
-        origin = request.headers.get("origin")
-        host = request.headers.get("host", "")
-        if origin is not None and origin.split("://", 1)[-1] != host:
-            raise HttpError(403, "Petición rechazada: viene de otra página.")
+        """A state-changing request: JSON, with the session's CSRF token (`PageGuard` checked
+        where it comes from)."""
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             raise HttpError(415, "Petición rechazada: se esperaba JSON.")
         if session is not None and not hmac.compare_digest(
@@ -151,11 +178,9 @@ Handler = Callable[[WebApp, Request], Awaitable[Response]]
 def route(web: WebApp, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
-            response = await handler(web, request)
+            return await handler(web, request)
         except HttpError as exc:
-            response = JSONResponse({"error": exc.message}, exc.status)
-        response.headers.update(SECURITY_HEADERS)
-        return response
+            return JSONResponse({"error": exc.message}, exc.status)
 
     return endpoint
 
@@ -183,7 +208,9 @@ async def login(web: WebApp, request: Request) -> Response:
     if name not in web.tokens or (expected is not None and not matches):
         raise HttpError(401, "Nombre o clave incorrectos.")
     lifetime_s = web.config.session_days * 86400
-    token, _ = await run_in_threadpool(web.store.create_session, name, lifetime_s)
+    token, _ = await run_in_threadpool(
+        web.store.create_session, name, lifetime_s, web.fingerprints[name]
+    )
     response = JSONResponse({"ok": True})
     response.set_cookie(COOKIE, token, max_age=int(lifetime_s), httponly=True, samesite="strict")
     return response
@@ -286,9 +313,100 @@ def sse(event: EventDict) -> str:
     return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
 
 
+# ---------------------------------------------------------------- around every request
+def own_hosts(config: WebConfig, server: tuple[str, int] | None) -> set[str]:
+    """The Host values (lowercase) of this page, for a connection that arrived at `server`
+    (address, port): that address, the one it listens on, the loopback names on loopback, and
+    `allowed_hosts`; each with the port (and without it on port 80, or for a listed name)."""
+    address, port = server or (config.host, config.port)
+    with_port = {_plain_address(address)}
+    if config.host not in WILDCARD_HOSTS:
+        with_port.add(config.host.lower())
+    if with_port & set(LOOPBACK_HOSTS) or _is_loopback(address):
+        with_port |= set(LOOPBACK_HOSTS)
+    names = {f"[{n}]" if ":" in n else n for n in with_port}
+    hosts = {f"{n}:{port}" for n in names} | (names if port == 80 else set[str]())
+    return hosts | _listed_hosts(config, port)
+
+
+def own_origins(config: WebConfig, server: tuple[str, int] | None) -> set[str]:
+    """The Origin values of this page: http:// and its hosts; https:// too for a listed name
+    (a proxy may serve it with TLS)."""
+    listed = _listed_hosts(config, server[1] if server else config.port)
+    return {f"http://{h}" for h in own_hosts(config, server)} | {f"https://{h}" for h in listed}
+
+
+def _listed_hosts(config: WebConfig, port: int) -> set[str]:
+    listed = {h.lower() for h in config.allowed_hosts}
+    return listed | {f"{h}:{port}" for h in listed if ":" not in h.rsplit("]", 1)[-1]}
+
+
+def _plain_address(address: str) -> str:
+    """An IPv4 client of a dual-stack socket arrives as ::ffff:a.b.c.d; the browser said a.b.c.d."""
+    try:
+        mapped = ipaddress.ip_address(address)
+    except ValueError:
+        return address.lower()
+    plain = mapped.ipv4_mapped if isinstance(mapped, ipaddress.IPv6Address) else None
+    return str(plain or mapped)
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+class PageGuard:
+    """The outermost layer, so nothing leaves without it (static files and the framework's own
+    404, 405 and 500 included): a request must name one of the page's own hosts (421 otherwise:
+    a DNS-rebinding page names its own), an `Origin`, when sent, must be one of its origins (403),
+    and every response gets `SECURITY_HEADERS`."""
+
+    def __init__(self, app: ASGIApp, config: WebConfig) -> None:
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan
+            await self.app(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(SECURITY_HEADERS)
+            await send(message)
+
+        headers = Headers(scope=scope)
+        server = scope.get("server")
+        origin = headers.get("origin")
+        if headers.get("host", "").lower() not in own_hosts(self.config, server):
+            refused = JSONResponse({"error": HOST_REFUSED}, 421)
+        elif origin is not None and origin.lower() not in own_origins(self.config, server):
+            refused = JSONResponse({"error": ORIGIN_REFUSED}, 403)
+        else:
+            await self.app(scope, receive, secured)
+            return
+        await refused(scope, receive, secured)
+
+
+async def framework_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own answers (no route, wrong method, a missing static file) in Spanish JSON."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    message = {404: NOT_FOUND, 405: METHOD_REFUSED}.get(status, BAD_REQUEST)
+    return JSONResponse({"error": message if status < 500 else SERVER_FAULT}, status, headers)
+
+
+async def server_fault(request: Request, exc: Exception) -> Response:
+    """A bug or a broken history file: the family gets Spanish JSON, the log the traceback."""
+    return JSONResponse({"error": SERVER_FAULT}, 500)
+
+
 def create_app(
     config: WebConfig, assistant: Assistant, store: Store, tokens: Mapping[str, str | None]
-) -> Starlette:
+) -> ASGIApp:
     web = WebApp(config, assistant, store, dict(tokens), LiveTurns())
     routes = [
         Route("/", route(web, index)),
@@ -303,4 +421,8 @@ def create_app(
         Route("/api/conversations/{cid:str}/events", route(web, events)),
     ]
     static = StaticFiles(packages=[("enlace_agent.web", "static")])
-    return Starlette(routes=[*routes, Mount("/static", static)])
+    app = Starlette(
+        routes=[*routes, Mount("/static", static)],
+        exception_handlers={HTTPException: framework_error, Exception: server_fault},
+    )
+    return PageGuard(app, config)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from enlace_config.schema.agent import LOOPBACK_HOSTS, WebConfig
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from enlace_agent.assistant import Assistant
 from enlace_agent.web.app import create_app
@@ -53,11 +53,12 @@ def store_for(
     env: Mapping[str, str],
     before_migration: Callable[[Path, int], None] | None = None,
 ) -> Store:
+    """The history store; the default folder is Enlace's own (made 0700 even when it exists)."""
     path = Path(config.database) if config.database else default_path(env)
-    return Store(path, before_migration)
+    return Store(path, before_migration, private_folder=config.database is None)
 
 
-def build_app(assistant: Assistant, env: Mapping[str, str]) -> Starlette:
+def build_app(assistant: Assistant, env: Mapping[str, str]) -> ASGIApp:
     from enlace_agent.snapshot import before_migration, household
 
     config = assistant.config.web

@@ -9,7 +9,9 @@ from a newer version of Enlace is refused rather than misread.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import secrets
 import sqlite3
 import time
@@ -53,6 +55,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX sessions_by_person ON sessions(person);
     """,
+    # 3: each sign-in tied to the person's token by a keyed fingerprint; older ones end.
+    """
+    DELETE FROM sessions;
+    ALTER TABLE sessions ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 TITLE_CHARS = 60
@@ -66,6 +73,7 @@ class StoreError(RuntimeError):
 class Session:
     person: str
     csrf: str
+    fingerprint: str  # of the token the person signed in with (`Store.fingerprint`)
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -78,12 +86,22 @@ def _hash(token: str) -> str:
 
 class Store:
     def __init__(
-        self, path: Path, before_migration: Callable[[Path, int], None] | None = None
+        self,
+        path: Path,
+        before_migration: Callable[[Path, int], None] | None = None,
+        *,
+        private_folder: bool = False,
     ) -> None:
         """`before_migration(path, found)` runs before an existing file at schema `found` is
-        migrated (the snapshot hook)."""
+        migrated (the snapshot hook). `private_folder`: the folder is Enlace's own and is made
+        0700 even when it exists (one named in the configuration is only created 0700)."""
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.key_path = Path(f"{path}.key")  # the server's secret for session fingerprints
+        self._key: bytes | None = None
+        try:
+            make_private(path, (self.key_path,), private_folder=private_folder)
+        except OSError as exc:
+            raise StoreError(f"cannot make the history file {path} private: {exc}") from None
         try:
             if before_migration is not None and path.is_file():
                 with self._db() as db:
@@ -104,29 +122,48 @@ class Store:
                 yield db
 
     # ---------------------------------------------------------------- sessions
-    def create_session(self, person: str, lifetime_s: float) -> tuple[str, Session]:
+    def fingerprint(self, access_token: str | None) -> str:
+        """A keyed fingerprint of a person's access token (None: signs in by name): kept with
+        each session, so a session made under another token no longer matches. Keyed with the
+        server's secret (`key_path`, 0600, made on first use), so a copy of the history file
+        alone cannot be used to guess tokens."""
+        if self._key is None:
+            self._key = read_or_make_key(self.key_path)
+        # A token is never empty (min_token_chars), so "" stands for "no token".
+        return hmac.new(self._key, (access_token or "").encode(), hashlib.sha256).hexdigest()
+
+    def create_session(
+        self, person: str, lifetime_s: float, fingerprint: str
+    ) -> tuple[str, Session]:
         """A new sign-in: the cookie value (kept only as a hash here) and its session."""
         token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         now = time.time()
         with self._db() as db:
             db.execute("DELETE FROM sessions WHERE expires < ?", (now,))
             db.execute(
-                "INSERT INTO sessions VALUES (?, ?, ?, ?)",
-                (_hash(token), person, csrf, now + lifetime_s),
+                "INSERT INTO sessions (token_hash, person, csrf, expires, fingerprint) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (_hash(token), person, csrf, now + lifetime_s, fingerprint),
             )
-        return token, Session(person, csrf)
+        return token, Session(person, csrf, fingerprint)
 
     def session(self, token: str) -> Session | None:
         with self._db() as db:
             row = db.execute(
-                "SELECT person, csrf FROM sessions WHERE token_hash = ? AND expires > ?",
+                "SELECT person, csrf, fingerprint FROM sessions "
+                "WHERE token_hash = ? AND expires > ?",
                 (_hash(token), time.time()),
             ).fetchone()
-        return Session(row["person"], row["csrf"]) if row else None
+        return Session(row["person"], row["csrf"], row["fingerprint"]) if row else None
 
     def end_session(self, token: str) -> None:
         with self._db() as db:
             db.execute("DELETE FROM sessions WHERE token_hash = ?", (_hash(token),))
+
+    def end_sessions(self, person: str) -> int:
+        """Ends every sign-in of `person` (on every device); returns how many there were."""
+        with self._db() as db:
+            return db.execute("DELETE FROM sessions WHERE person = ?", (person,)).rowcount
 
     # ---------------------------------------------------------------- conversations
     def create_conversation(self, person: str, first_question: str) -> str:
@@ -230,7 +267,7 @@ class Store:
         """Deletes every conversation and sign-in of `person`; returns how many conversations."""
         with self._db() as db:
             count = db.execute("DELETE FROM conversations WHERE person = ?", (person,)).rowcount
-            db.execute("DELETE FROM sessions WHERE person = ?", (person,))
+        self.end_sessions(person)
         with closing(sqlite3.connect(self.path)) as db:
             db.execute("VACUUM")  # deleted text does not linger in free pages
         return count
@@ -249,3 +286,53 @@ def migrate(db: sqlite3.Connection) -> None:
         db.executescript(
             f"BEGIN; {MIGRATIONS[version]} PRAGMA user_version = {version + 1}; COMMIT;"
         )
+
+
+# ---------------------------------------------------------------- private files
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
+
+
+def make_private(path: Path, others: Sequence[Path], *, private_folder: bool) -> None:
+    """The history's folder 0700 and file 0600 whatever the umask (SQLite gives its -wal and -shm
+    the file's mode); looser ones left by an older Enlace are tightened, with `others` beside it.
+    An existing folder only when `private_folder`."""
+    folder = path.parent
+    if not folder.is_dir():
+        folder.mkdir(parents=True, mode=PRIVATE_DIR)
+        folder.chmod(PRIVATE_DIR)
+    elif private_folder:
+        _tighten(folder, PRIVATE_DIR)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE))
+        path.chmod(PRIVATE_FILE)
+    except FileExistsError:
+        pass
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), *others):
+        if file.exists():
+            _tighten(file, PRIVATE_FILE)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    if path.stat().st_mode & 0o777 & ~mode:
+        path.chmod(mode)
+
+
+def read_or_make_key(path: Path) -> bytes:
+    """The server's secret: 32 random bytes (hex) in a 0600 file, made when missing."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot create the session key {path}: {exc}") from None
+    else:
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            os.fchmod(fd, PRIVATE_FILE)
+            out.write(secrets.token_hex(32) + "\n")
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"cannot read the session key {path}: {exc}") from None
+    if len(text) != 64 or not all(c in "0123456789abcdef" for c in text):
+        raise StoreError(f"the session key {path} is damaged: delete it (everyone signs in again)")
+    return text.encode()

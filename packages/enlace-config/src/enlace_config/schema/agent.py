@@ -120,6 +120,8 @@ def _a_name_not_a_key(value: str) -> str:
 
 # The name of an environment variable that holds a secret; a secret pasted here is refused.
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN), AfterValidator(_a_name_not_a_key)]
+# A host name or IPv4 address, or an IPv6 one in brackets, with an optional port: a Host header.
+HOST_NAME_PATTERN = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:[0-9]{1,5})?$"
 
 
 class PersonConfig(StrictModel):
@@ -173,11 +175,22 @@ class WebConfig(StrictModel):
     (0.0.0.0, the server's LAN address) requires a token_env for every person."""
     port: int = Field(default=8765, ge=1, le=65535)
     """TCP port to listen on."""
+    allowed_hosts: list[Annotated[str, Field(pattern=HOST_NAME_PATTERN)]] = Field(
+        default_factory=lambda: []
+    )
+    """Other names the family reaches the page by (as in the browser's address bar, without
+    http://): `casa.local`, or with a port, `enlace.example.org:8443`; a name without a port is
+    accepted with the page's port and, behind an HTTPS proxy, without one. The page always answers
+    to the address it listens on and the one a connection arrived at (localhost, 127.0.0.1 and
+    [::1] on this machine); any other Host (a DNS-rebinding page) gets 421, and an Origin that is
+    not one of these names, with http:// (https:// for the names listed here), gets 403."""
     people: list[PersonConfig] = Field(default_factory=lambda: [])
     """The family members, each with their own history (at least one to serve)."""
     database: str | None = None
     """SQLite file of the histories. None: $XDG_DATA_HOME/enlace/web.sqlite3
-    (~/.local/share/enlace/web.sqlite3)."""
+    (~/.local/share/enlace/web.sqlite3). The file (with its -wal and -shm) and the server's
+    session key beside it (web.sqlite3.key) are made 0600 whatever the umask; a missing folder
+    is created 0700, and the default one is made 0700 also when it exists."""
     min_token_chars: int = Field(default=16, ge=8, le=512)
     """Shortest access token accepted at start-up."""
     session_days: float = Field(default=30.0, gt=0, le=400)
