@@ -2,7 +2,7 @@
 checkpoint are copied, and AutoTokenizer on the folder gives Enlace's ids (except the documented
 difference: with split_special_tokens false, typed "<|endoftext|>" becomes the special id, as a
 rendered chat template needs), with Enlace's eos in the model's configs, the chat template, a
-generation length and a model card. (Top level: it needs enlace-data, enlace-model and
+generation length bounded by the context and a model card that says it is a base model. (Top level: it needs enlace-data, enlace-model and
 transformers together.)"""
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
     with atomic_checkpoint(tmp_path / "run", 1) as d:
         save_model(d, build_model(cfg), cfg)
         tok.save(d)
+    run_config = {"run": {"name": "sp"}, "data": {"kind": "shards", "path": "corpus"}}
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(run_config))
     out = export_hf(tmp_path / "run", tmp_path / "hf")
     hf = AutoTokenizer.from_pretrained(out)
     assert len(hf) == tok.vocab_size and hf.eos_token_id == tok.eot_id == 1
@@ -60,9 +62,9 @@ def test_sentencepiece_export_gives_enlace_ids(tmp_path: Path) -> None:
     im_end = tok.special_ids["<|im_end|>"]
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     assert model.generation_config.eos_token_id == [im_end, 1]  # chat: turn end too
-    assert model.generation_config.max_new_tokens == cfg.context_length  # not transformers' 20
+    assert model.generation_config.max_length == cfg.context_length  # prompt + continuation
     assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
     card = (out / "README.md").read_text()
     assert "language:\n- es" in card and "license: mit" in card and "llama-server" in card
-    assert "incluye plantilla de chat" in card and f"{tok.vocab_size} piezas" in card
+    assert "**Modelo base**" in card and f"{tok.vocab_size} piezas" in card  # chat template or not
     assert load_tokenizer(out).tokenizer_id == tok.tokenizer_id  # read back by the same rule

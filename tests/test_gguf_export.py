@@ -248,6 +248,34 @@ def test_sentencepiece_vocabulary(tmp_path, sentencepiece_run):
     assert f["qwen3.vocab_size"] == n
 
 
+@pytest.mark.parametrize("kind", ["bytes", "sentencepiece"])
+def test_special_ids_are_the_hugging_face_exports(tmp_path, sentencepiece_run, kind):
+    """Issue 31: the byte-level GGUF had no bos id, so llama.cpp took its gpt2 default, 11 (a 0x0B
+    byte), where the Hugging Face export says 256. Both exports of one checkpoint now name the same
+    ids: the GGUF's tokenizer.ggml.*_token_id, config.json and AutoTokenizer's."""
+    pytest.importorskip("transformers")
+    from enlace_model.export import export_hf
+    from transformers import AutoTokenizer
+
+    if kind == "bytes":
+        _, run = byte_run(tmp_path, tiny_config(vocab_size=BYTE_ROWS))
+    else:
+        run = sentencepiece_run().run
+    folder = export_hf(run, tmp_path / "hf")
+    f = fields(gguf.GGUFReader(export_gguf(run, tmp_path / "m.gguf", outtype="f32")))
+    gguf_key = {"bos": "bos", "eos": "eos", "pad": "padding", "unk": "unknown"}
+    in_gguf = {role: f.get(f"tokenizer.ggml.{key}_token_id") for role, key in gguf_key.items()}
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert {role: getattr(tok, f"{role}_token_id") for role in gguf_key} == in_gguf
+    config = json.loads((folder / "config.json").read_text())
+    assert {role: config[f"{role}_token_id"] for role in ("bos", "eos", "pad")} == {
+        role: in_gguf[role] for role in ("bos", "eos", "pad")
+    }
+    eot = ByteTokenizer.eot_id if kind == "bytes" else 1
+    assert in_gguf == {"bos": eot, "eos": eot, "pad": eot, "unk": None if kind == "bytes" else 0}
+    assert f["tokenizer.ggml.add_bos_token"] is False  # named, never prepended (as Enlace)
+
+
 def test_chat_template_hook_overrides(tmp_path, sentencepiece_run):
     run = sentencepiece_run()
     plain = fields(gguf.GGUFReader(export_gguf(run.run, tmp_path / "a.gguf", outtype="f32")))

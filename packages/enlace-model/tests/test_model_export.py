@@ -1,7 +1,8 @@
 """The Hugging Face export: transformers loads it and computes Enlace's logits (fp32, tight), for
-GQA + QK-norm (Qwen3) and without QK-norm (Llama), tied and untied; the tokenizer files are copied
-(that AutoTokenizer then gives Enlace's ids is tested in tests/test_e2e_export.py, with
-enlace-data's real files); load_model reads the folder back; the CLI."""
+GQA + QK-norm (Qwen3) and without QK-norm (Llama), tied and untied; generate() with the exported
+generation_config stays within the context; the tokenizer files are copied (that AutoTokenizer
+then gives Enlace's ids is tested in tests/test_e2e_export.py, with enlace-data's real files); the
+model card says base or chat from the run's config; load_model reads the folder back; the CLI."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from enlace_model import CheckpointError, atomic_checkpoint, build_model, load_model, save_model
 from enlace_model.cli import main as cli_main
 from enlace_model.export import export_hf
@@ -52,7 +54,6 @@ def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norm
     out = export_hf(run, tmp_path / "hf")
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == [arch]
-    assert "Modelo base" in (out / "README.md").read_text()  # no chat template
     assert {"model.safetensors", "generation_config.json", "config.json"} <= {
         p.name for p in out.iterdir()
     }
@@ -66,12 +67,72 @@ def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norm
         torch.testing.assert_close(load_model(out)(idx).logits, want, rtol=0, atol=0)
 
 
+@pytest.mark.filterwarnings("ignore:.*no tokenizer files")
+def test_generate_with_the_exported_config_stays_within_the_context(tmp_path, tiny_config):
+    """Issue 31: generation_config.json allowed context_length new tokens after any prompt, so a
+    plain generate() ran past the trained context (where Enlace slides its window instead)."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = tiny_config(vocab_size=256, context_length=48)
+    _, run = make_checkpoint(tmp_path, cfg, lambda model: None)
+    out = export_hf(run, tmp_path / "hf")  # no tokenizer: no eos, generation never stops early
+    hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    for prompt in (1, 10, cfg.context_length - 1):
+        ids = torch.randint(0, 256, (1, prompt))
+        assert hf.generate(ids, do_sample=False).shape == (1, cfg.context_length), prompt
+
+
+def write_run_config(run: Path, **data: object) -> None:
+    """The resolved config.yaml the trainer writes into a run directory (the parts the card reads)."""
+    config = {"run": {"name": "prueba"}, "data": {"path": "data/x", **data}, "train": {}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+@pytest.mark.filterwarnings("ignore:.*no tokenizer files")
+def test_the_card_says_base_or_chat_from_the_runs_data(tmp_path, tiny_config):
+    """Issue 31: every card said «Modelo de conversación», because every tokenizer carries the chat
+    template; what the checkpoint is comes from the run's data.kind (chat: fine-tuned on
+    conversations)."""
+    cfg = tiny_config(vocab_size=300)
+    run = tmp_path / "run"
+    with atomic_checkpoint(run, 7) as d:
+        save_model(d, build_model(cfg), cfg)
+        write_tokenizer_files(d, 300, eot_id=1)  # with the chat template
+    card = lambda: (export_hf(run, tmp_path / "hf") / "README.md").read_text()  # noqa: E731
+    write_run_config(run, kind="shards")
+    base = card()
+    assert "**Modelo base**" in base and "Modelo de conversación" not in base
+    assert "(paso 7)" in base and "# prueba" in base
+    write_run_config(run, kind="chat", tokenizer="tok")
+    (run / "config.yaml").write_text(
+        (run / "config.yaml").read_text().replace("train: {}", "train: {init_from: runs/base}")
+    )
+    chat = card()
+    assert "**Modelo de conversación**" in chat and "`runs/base`" in chat
+    assert "- conversational" in chat and "- conversational" not in base  # the Hub's tag
+    (run / "config.yaml").unlink()
+    unknown = card()
+    assert "No consta si es un modelo base o de conversación" in unknown
+    # checkpoints/best (no step in its name) is inside the run directory too.
+    write_run_config(run, kind="bytes")
+    with atomic_checkpoint(run, 9, name="best") as d:
+        save_model(d, build_model(cfg), cfg)
+    best = (export_hf(run / "checkpoints" / "best", tmp_path / "hf2") / "README.md").read_text()
+    assert "**Modelo base**" in best and "texto en bytes UTF-8" in best
+
+
 def write_tokenizer_files(d: Path, vocab_size: int, eot_id: int | None) -> None:
-    """Stand-ins for what enlace-data's Tokenizer.save writes (enlace-model never reads their
-    insides but the description's vocab_size and eot_id; tests/test_e2e_export.py uses the real
-    ones)."""
-    (d / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}}))
-    config = {"eos_token": "<|endoftext|>", "chat_template": "{{ messages }}"}
+    """Stand-ins for what enlace-data's Tokenizer.save writes (enlace-model reads the
+    description's vocab_size and eot_id, and the special tokens' ids; tests/test_e2e_export.py
+    uses the real ones)."""
+    added = [{"id": eot_id, "content": "<|endoftext|>", "special": True}] if eot_id else []
+    tokenizer = {"model": {"type": "BPE", "vocab": {}}, "added_tokens": added}
+    (d / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = {
+        "eos_token": "<|endoftext|>",
+        "pad_token": "<|endoftext|>",
+        "chat_template": "{{ messages }}",
+    }
     (d / "tokenizer_config.json").write_text(json.dumps(config))
     (d / "tokenizer.model").write_bytes(b"sentencepiece")
     description = {"kind": "sentencepiece", "vocab_size": vocab_size, "eot_id": eot_id}
@@ -90,17 +151,21 @@ def test_export_copies_the_tokenizer_files(tmp_path, tiny_config, perturb_norms)
     config = json.loads((out / "tokenizer_config.json").read_text())
     assert config == {
         "eos_token": "<|endoftext|>",
+        "pad_token": "<|endoftext|>",
+        "bos_token": "<|endoftext|>",  # named where the files name none: config.json's bos
         "chat_template": "{{ messages }}",
         "model_max_length": cfg.context_length,
     }
     hf_config = json.loads((out / "config.json").read_text())
-    assert hf_config["eos_token_id"] == 1 and hf_config["pad_token_id"] == 1
+    assert [hf_config[f"{role}_token_id"] for role in ("bos", "eos", "pad")] == [1, 1, 1]
     generation = json.loads((out / "generation_config.json").read_text())
     assert generation["eos_token_id"] == 1 and generation["pad_token_id"] == 1
-    assert generation["max_new_tokens"] == cfg.context_length  # not transformers' 20
+    # prompt + new tokens within the context (not transformers' 20, nor a context after the prompt)
+    assert generation["max_length"] == cfg.context_length and "max_new_tokens" not in generation
     card = (out / "README.md").read_text()
     assert "language:\n- es" in card and "license: mit" in card and "llama-server" in card
-    assert "incluye plantilla de chat" in card and "SentencePiece BPE de 300 piezas" in card
+    assert "SentencePiece BPE de 300 piezas" in card
+    assert f"max_length = {cfg.context_length}" in card
 
 
 def test_export_refuses_a_tokenizer_of_another_vocabulary_or_an_old_one(tmp_path, tiny_config):

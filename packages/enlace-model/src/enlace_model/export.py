@@ -4,8 +4,13 @@ The folder gets config.json, model.safetensors, generation_config.json, a model 
 (model_card.py) and the checkpoint's tokenizer files as enlace-data wrote them at training time
 (checkpoint.TOKENIZER_FILES), with the model's context added to tokenizer_config.json as
 `model_max_length`. `AutoTokenizer.from_pretrained(folder)` then gives Enlace's ids, and
-`load_model` / `load_tokenizer` read the folder back. enlace-model knows nothing of tokenizers:
-the eos id comes from enlace_tokenizer.json's `eot_id`.
+`load_model` / `load_tokenizer` read the folder back. enlace-model knows nothing of tokenizers
+but the special tokens' ids (`special_token_ids`, shared with the GGUF export so both name the
+same ones) and the chat template.
+
+generation_config.json bounds prompt and continuation together by the context (`max_length`):
+transformers, unlike Enlace's own generation, does not slide the window past the positions the
+model was trained on.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from enlace_model.checkpoint import (
     HF_CONFIG_FILE,
     HF_TOKENIZER_CONFIG_FILE,
+    HF_TOKENIZER_FILE,
     MODEL_FILE,
     TOKENIZER_DESCRIPTION_FILE,
     TOKENIZER_FILES,
@@ -33,9 +40,17 @@ from enlace_model.errors import CheckpointError
 from enlace_model.hf import hf_config, state_dict_to_hf
 from enlace_model.model_card import model_card
 
-__all__ = ["chat_template", "export_hf", "read_json", "tokenizer_description"]
+__all__ = [
+    "chat_template",
+    "export_hf",
+    "read_json",
+    "special_token_ids",
+    "token_roles",
+    "tokenizer_description",
+]
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # transformers' own file for a saved chat template
+ROLES = ("bos", "eos", "pad", "unk")  # tokenizer_config.json's <role>_token
 
 
 def read_json(path: Path) -> Any:
@@ -85,6 +100,38 @@ def chat_template(directory: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def token_roles(config: Mapping[str, Any]) -> dict[str, str]:
+    """role (ROLES) → the token tokenizer_config.json names for it. bos, where the files name none
+    (the byte tokenizer's), is the eos: the corpus puts <|endoftext|> before every document, so it
+    also starts one, as config.json has always said. (llama.cpp gives a gpt2 vocabulary without a
+    bos id its default, 11: a 0x0B byte here.)"""
+    roles = {}
+    for role in ROLES:
+        piece = config.get(f"{role}_token")
+        if isinstance(piece, dict):  # transformers may save an AddedToken as a dict
+            piece = piece.get("content")
+        if isinstance(piece, str):
+            roles[role] = piece
+    if "bos" not in roles and "eos" in roles:
+        roles["bos"] = roles["eos"]
+    return roles
+
+
+def special_token_ids(
+    tok: Mapping[str, Any] | None, config: Mapping[str, Any], *, eot_id: int | None = None
+) -> dict[str, int]:
+    """role → id of the special tokens, as both exports write them (config.json and
+    generation_config.json; the GGUF's tokenizer.ggml.*_token_id): `token_roles(config)` looked up
+    in tokenizer.json (`tok`). Without Hugging Face tokenizer files (tok None), the description's
+    `eot_id` is bos, eos and pad."""
+    if tok is None:
+        return dict.fromkeys(("bos", "eos", "pad"), eot_id) if eot_id is not None else {}
+    ids = {a["content"]: a["id"] for a in tok.get("added_tokens", [])}
+    vocab = tok.get("model", {}).get("vocab", {})
+    found = {role: ids.get(piece, vocab.get(piece)) for role, piece in token_roles(config).items()}
+    return {role: i for role, i in found.items() if isinstance(i, int)}
+
+
 def export_hf(
     checkpoint: PathLike, out_dir: PathLike, *, tokenizer: PathLike | None = None
 ) -> Path:
@@ -105,14 +152,18 @@ def export_hf(
         )
     out.mkdir(parents=True, exist_ok=True)
 
-    eos = description.get("eot_id") if description else None
+    hf_files = [tok_dir / HF_TOKENIZER_FILE, tok_dir / HF_TOKENIZER_CONFIG_FILE]
+    has_hf_files = description is not None and all(f.is_file() for f in hf_files)
+    tok, tok_config = (read_json(f) for f in hf_files) if has_hf_files else (None, {})
+    ids = special_token_ids(tok, tok_config, eot_id=(description or {}).get("eot_id"))
+    bos, eos, pad = ids.get("bos"), ids.get("eos"), ids.get("pad")
     write_safetensors(out / MODEL_FILE, state_dict_to_hf(state), {"format": "pt"})
-    _write_json(out / HF_CONFIG_FILE, hf_config(cfg, eos_token_id=eos) | {"pad_token_id": eos})
-    # A plain generate() should not stop after transformers' default of 20 new tokens: allow a
-    # whole context's worth, the longest continuation the model was trained to attend over.
-    generation: dict[str, Any] = {"do_sample": False, "max_new_tokens": cfg.context_length}
-    if eos is not None:
-        generation |= {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
+    config = hf_config(cfg, bos_token_id=bos, eos_token_id=eos) | {"pad_token_id": pad}
+    _write_json(out / HF_CONFIG_FILE, config)
+    # A plain generate() should neither stop after transformers' default of 20 new tokens nor run
+    # past the context the model was trained on: prompt and continuation together fill it at most.
+    generation: dict[str, Any] = {"do_sample": False, "max_length": cfg.context_length}
+    generation |= {f"{role}_token_id": i for role, i in ids.items() if role != "unk"}
     end_of_turn = (description or {}).get("special_ids", {}).get("<|im_end|>")
     if eos is not None and description and description.get("chat_template") and end_of_turn:
         generation["eos_token_id"] = [end_of_turn, eos]  # a chat model also stops at its turn end
@@ -129,9 +180,11 @@ def export_hf(
             if (tok_dir / name).is_file():
                 shutil.copyfile(tok_dir / name, out / name)
         if (out / HF_TOKENIZER_CONFIG_FILE).is_file():
-            config = read_json(out / HF_TOKENIZER_CONFIG_FILE)
-            config["model_max_length"] = cfg.context_length
-            _write_json(out / HF_TOKENIZER_CONFIG_FILE, config)
-    card = model_card(ckpt, cfg, state, description, chat=chat_template(tok_dir) is not None)
+            tok_config = read_json(out / HF_TOKENIZER_CONFIG_FILE)
+            for role, piece in token_roles(tok_config).items():  # the roles config.json names
+                tok_config.setdefault(f"{role}_token", piece)
+            tok_config["model_max_length"] = cfg.context_length
+            _write_json(out / HF_TOKENIZER_CONFIG_FILE, tok_config)
+    card = model_card(ckpt, cfg, state, description)
     (out / "README.md").write_text(card, encoding="utf-8")
     return out

@@ -5,7 +5,8 @@ straight from a checkpoint or run directory: no Hugging Face folder and no conve
   is `llama`, whose rotary rotates interleaved pairs: its q/k rows are permuted as llama.cpp's
   converter does. Tensor names go through the Hugging Face names (hf.py) and gguf's name table.
 - Tokenizer from the checkpoint's files (checkpoint.TOKENIZER_FILES): vocabulary from
-  tokenizer.json, roles (bos, eos, padding, unknown) from tokenizer_config.json:
+  tokenizer.json, the special ids (bos, eos, padding, unknown) those of the Hugging Face export
+  (export.special_token_ids: a byte-level file names bos too, or llama.cpp takes id 11):
   * SentencePiece: llama.cpp's `llama` tokenizer, every piece with its type and a score of minus
     its id (SentencePiece's BPE pieces are sorted by score); `add_space_prefix` false (llama.cpp's
     default, true, changes every prompt); byte fallback through the `<0xNN>` pieces.
@@ -38,7 +39,7 @@ from enlace_model.checkpoint import (
 )
 from enlace_model.errors import CheckpointError
 from enlace_model.export import chat_template as saved_chat_template
-from enlace_model.export import read_json, tokenizer_description
+from enlace_model.export import read_json, special_token_ids, tokenizer_description
 from enlace_model.hf import state_dict_to_hf
 from enlace_model.model_card import WEIGHTS_LICENSE
 
@@ -195,17 +196,6 @@ def _tokenizer_files(ckpt: Path, cfg: ModelConfig) -> tuple[dict[str, Any], dict
     return tok, config
 
 
-def _token_id(tok: Mapping[str, Any], config: Mapping[str, Any], role: str) -> int | None:
-    """The id of a role (bos_token, eos_token, pad_token, unk_token) named in tokenizer_config.json."""
-    piece = config.get(role)
-    if isinstance(piece, dict):  # transformers may save an AddedToken as a dict
-        piece = piece.get("content")
-    if piece is None:
-        return None
-    added = {a["content"]: a["id"] for a in tok.get("added_tokens", [])}
-    return added.get(piece, tok["model"]["vocab"].get(piece))
-
-
 def _add_tokenizer(
     w: Any, tok: Mapping[str, Any], config: Mapping[str, Any], template: str | None, vocab_size: int
 ) -> None:
@@ -220,9 +210,8 @@ def _add_tokenizer(
     else:
         w.add_tokenizer_pre(BYTE_PRE_TOKENIZER)
         w.add_token_merges([INERT_MERGE])
-    for role in ("bos", "eos", "pad", "unk"):
-        if (i := _token_id(tok, config, f"{role}_token")) is not None:
-            getattr(w, f"add_{role}_token_id")(i)
+    for role, i in special_token_ids(tok, config).items():
+        getattr(w, f"add_{role}_token_id")(i)
     if _END_OF_TURN in tokens:
         w.add_eot_token_id(tokens.index(_END_OF_TURN))
     w.add_add_bos_token(False)

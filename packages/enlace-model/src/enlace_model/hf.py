@@ -64,7 +64,9 @@ def state_dict_from_hf(state: Mapping[str, Tensor], tie_embeddings: bool) -> dic
 
 
 # --- config -------------------------------------------------------------------------------------
-def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None) -> dict[str, Any]:
+def hf_config(
+    cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: int | None = None
+) -> dict[str, Any]:
     """config.json for a model of this config: Qwen3 with QK-norm, Llama without."""
     arch = "Qwen3ForCausalLM" if cfg.qk_norm else "LlamaForCausalLM"
     out: dict[str, Any] = {
@@ -89,7 +91,7 @@ def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None) -> dict[str,
         "initializer_range": cfg.init_std,
         "use_cache": True,
         "torch_dtype": "float32",
-        "bos_token_id": eos_token_id,
+        "bos_token_id": bos_token_id,
         "eos_token_id": eos_token_id,
     }
     if cfg.qk_norm:
