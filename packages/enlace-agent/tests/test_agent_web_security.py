@@ -280,6 +280,24 @@ def test_a_looser_history_left_by_an_older_enlace_is_tightened_at_start_up(tmp_p
     assert mode(shared) == 0o755 and mode(shared / "h.sqlite3") == 0o600
 
 
+@pytest.mark.usefixtures("umask_022")
+def test_an_exported_history_is_private_too(in_process: Callable[..., Any], tmp_path: Path) -> None:
+    from enlace_agent.cli.assistant import main
+
+    config = tmp_path / "assistant.yaml"
+    config.write_text(f"web:\n  database: {tmp_path / 'web.sqlite3'}\n", encoding="utf-8")
+    store_for(WebConfig(database=str(tmp_path / "web.sqlite3")), {}).create_conversation(
+        "Ana", "Algo privado"
+    )
+    fresh, older = tmp_path / "ana.json", tmp_path / "old.json"
+    older.write_text("{}", encoding="utf-8")
+    for out in (fresh, older):
+        done = in_process(main, "export-history", "Ana", "--out", str(out), "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        assert mode(out) == 0o600, out.name
+        assert "Algo privado" in out.read_text(encoding="utf-8")
+
+
 # ------------------------------------------------------------------- 4. every response
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -139,8 +140,16 @@ def _export(args: argparse.Namespace, secrets: list[str]) -> int:
     if args.out is None:
         sys.stdout.write(text)
     else:
-        args.out.write_text(text, encoding="utf-8")
-        sys.stderr.write(f"Historial de {args.name} guardado en {args.out}\n")
+        try:  # private like the history itself (0600), whatever the umask
+            fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)
+            with open(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as exc:
+            return fail(f"no se puede escribir {args.out}: {exc.strerror}.")
+        sys.stderr.write(
+            f"Historial de {args.name} guardado en {args.out} (solo tu usuario puede leerlo)\n"
+        )
     return EXIT_OK
 
 
