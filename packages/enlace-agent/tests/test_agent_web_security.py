@@ -296,6 +296,10 @@ def test_an_exported_history_is_private_too(in_process: Callable[..., Any], tmp_
         assert done.returncode == 0, done.stderr
         assert mode(out) == 0o600, out.name
         assert "Algo privado" in out.read_text(encoding="utf-8")
+    nowhere = str(tmp_path / "no-such-folder" / "ana.json")
+    refused = in_process(main, "export-history", "Ana", "--out", nowhere, "--config", str(config))
+    assert refused.returncode == 2 and "no se puede escribir" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 # ------------------------------------------------------------------- 4. every response
