@@ -31,8 +31,11 @@ from enlace_config.schema.data import DataConfig
 from enlace_data.bytes_tokenizer import BYTE_TOKENIZER_ID
 from enlace_data.chat_loader import build_chat_loader
 from enlace_data.errors import DataError
+from enlace_data.sample import builtin_split
 from enlace_data.shards import MANIFEST_FILE, Shard, list_shards, open_shards
 from enlace_data.stream import Batch, IntArray, Split, StreamArgs, StreamLoader, check_rank
+from enlace_data.tokenizer import load_tokenizer
+from enlace_data.tokenizer_files import DESCRIPTION_FILE, MODEL_FILE
 
 Reader = Literal["pread", "mmap"]
 ORDER_BLOCK = 4096  # positions of an epoch whose order is computed (and cached) at once
@@ -217,8 +220,6 @@ _Source = _BytesSource | _ShardSource
 def _bytes_source(cfg: DataConfig, split: Split) -> _BytesSource:
     root = Path(cfg.path)
     if not root.exists() and cfg.fallback == "builtin":
-        from enlace_data.sample import builtin_split
-
         return _BytesSource(
             np.frombuffer(builtin_split(split), dtype=np.uint8),
             description="built-in books (the 14 public-domain books of `enlace-data smoke`)",
@@ -253,9 +254,6 @@ def check_corpus_tokenizer(root: Path, tokenizer_id: str) -> None:
     """Refuse a shard directory whose tokenizer files or manifest name another tokenizer than the
     shards' headers (`tokenizer_id`): the run would train on one tokenizer's ids and its
     checkpoints would carry another's, so every sample and export would decode garbage."""
-    from enlace_data.tokenizer import load_tokenizer
-    from enlace_data.tokenizer_files import DESCRIPTION_FILE, MODEL_FILE
-
     if (root / MODEL_FILE).is_file() or (root / DESCRIPTION_FILE).is_file():
         found = load_tokenizer(root).tokenizer_id
         if found != tokenizer_id:
