@@ -88,6 +88,8 @@ RESTORE_STEP_PAGES = 256  # the restore's backup copies in steps inside one writ
 SEAL_MAGIC = b"ENLACE-SNAPSHOT-SEALED\x00\x01"
 SEAL_CHECK = b"enlace-snapshot-key-check"
 KILL_ENV = "ENLACE_SNAPSHOT_TEST_KILL_AT"
+LOCK = ".snapshot.lock"  # beside the history file
+WORK = ".snapshot-work-"  # private scratch folders beside the history file
 
 
 # ---------------------------------------------------------------- errors (Spanish messages)
@@ -201,10 +203,10 @@ def _open_new(path: Path) -> IO[bytes]:
 
 
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """One maker or restorer at a time per snapshot folder (across processes and threads)."""
-    _private_dir(directory)
-    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+def _locked(h: Household) -> Iterator[None]:
+    """One snapshot, check, restore or pruning at a time per household (across processes and
+    threads): the lock file lives beside the history file."""
+    fd = os.open(_private_dir(h.work_root) / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -212,11 +214,15 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _sweep(directory: Path) -> None:
+def _work_dir(h: Household) -> Path:
+    return Path(tempfile.mkdtemp(prefix=WORK, dir=h.work_root))
+
+
+def _sweep(h: Household, directory: Path) -> None:
     """Leftovers of a run that was killed (called under the lock)."""
     for leftover in directory.glob(f".{PREFIX}*{PARTIAL}"):
         leftover.unlink(missing_ok=True)
-    for work in directory.glob(".work-*"):
+    for work in h.work_root.glob(f"{WORK}*"):
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -238,7 +244,8 @@ def _sha256(path: Path) -> str:
 def create(h: Household, kind: str = "manual", to: Path | None = None) -> Snapshot:
     """A verified snapshot of the household in `to` (default: the snapshot folder)."""
     directory = to if to is not None else h.directory
-    with _locked(directory):
+    with _locked(h):
+        _sweep(h, _private_dir(directory))
         return _create_locked(h, kind, directory)
 
 
@@ -254,11 +261,10 @@ def _create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
             "web.snapshots.passphrase_env de assistant.yaml."
         )
     sealer = _sealer() if h.passphrase is not None else None
-    _sweep(directory)
     created = dt.datetime.now(dt.UTC).replace(microsecond=0)
     name = _free_name(directory, created, kind, SEALED if sealer else PLAIN)
     partial = directory / f".{name}{PARTIAL}"
-    work = Path(tempfile.mkdtemp(prefix=".work-", dir=_private_dir(h.work_root)))
+    work = _work_dir(h)
     try:
         copy = work / DATABASE
         _copy_database(h.database, copy)
@@ -417,13 +423,14 @@ def _mark_verified(path: Path, manifest: Mapping[str, Any]) -> None:
 def verify(h: Household, path: Path) -> dict[str, Any]:
     """Reads the whole archive (every hash, the database's integrity); returns its manifest and
     records the check next to it. Raises ArchiveRefused naming the problem."""
-    work = Path(tempfile.mkdtemp(prefix=".work-", dir=_private_dir(h.work_root)))
-    try:
-        manifest = _read_archive(path, h, work / "check")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    with contextlib.suppress(OSError):  # a read-only folder: verified all the same
-        _mark_verified(path, manifest)
+    with _locked(h):
+        work = _work_dir(h)
+        try:
+            manifest = _read_archive(path, h, work / "check")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        with contextlib.suppress(OSError):  # a read-only folder: verified all the same
+            _mark_verified(path, manifest)
     return manifest
 
 
@@ -458,24 +465,29 @@ def _read_archive(path: Path, h: Household, into: Path) -> dict[str, Any]:
     return manifest
 
 
-def _refuse_member(path: Path, entry: tarfile.TarInfo) -> None:
-    """Only plain files with plain relative names: never links, devices, `..` or `/`."""
-    name = entry.name
+def _check_name(path: Path, name: str) -> None:
+    """A plain relative name (`settings/x.yaml`): never absolute, never `..`."""
     pure = PurePosixPath(name)
     if name.startswith("/") or pure.is_absolute() or "\\" in name or ":" in name:
         raise ArchiveRefused(path, "absolute_path", f"contiene una ruta absoluta ({name!r}).")
     if ".." in pure.parts:
         raise ArchiveRefused(path, "parent_path", f"contiene una ruta que sale fuera ({name!r}).")
+    if not MEMBER_NAME.match(name):
+        raise ArchiveRefused(path, "bad_name", f"contiene un nombre no válido ({name!r}).")
+
+
+def _refuse_member(path: Path, entry: tarfile.TarInfo) -> None:
+    """Only regular files with plain relative names: never links, devices, `..` or `/`."""
+    name = entry.name
+    _check_name(path, name)
     if entry.issym():
         raise ArchiveRefused(path, "symlink", f"contiene un enlace simbólico ({name!r}).")
     if entry.islnk():
         raise ArchiveRefused(path, "hardlink", f"contiene un enlace duro ({name!r}).")
-    if entry.isdev():
+    if entry.ischr() or entry.isblk():
         raise ArchiveRefused(path, "device", f"contiene un dispositivo ({name!r}).")
     if not entry.isfile():
         raise ArchiveRefused(path, "not_a_file", f"contiene algo que no es un fichero ({name!r}).")
-    if not MEMBER_NAME.match(name):
-        raise ArchiveRefused(path, "bad_name", f"contiene un nombre no válido ({name!r}).")
 
 
 def _bounded_copy(source: IO[bytes], out: IO[bytes] | None, limit: int) -> tuple[int, str]:
@@ -608,7 +620,9 @@ def _parse_manifest(path: Path, body: bytes) -> dict[str, Any]:
     members = manifest_.get("members")
     ok = isinstance(members, dict) and DATABASE in members
     for name, entry in members.items() if isinstance(members, dict) else ():  # pyright: ignore[reportUnknownVariableType]
-        ok = ok and isinstance(name, str) and MEMBER_NAME.match(name) is not None
+        ok = ok and isinstance(name, str)
+        if isinstance(name, str):
+            _check_name(path, name)
         ok = ok and isinstance(entry, dict) and isinstance(entry.get("size"), int)  # pyright: ignore[reportUnknownMemberType]
         ok = ok and isinstance(entry.get("sha256"), str) and entry["size"] >= 0  # pyright: ignore[reportUnknownMemberType]
     if not ok:
@@ -677,7 +691,7 @@ def snapshots(directory: Path) -> list[Snapshot]:
 def prune(h: Household) -> list[Path]:
     """Deletes verified snapshots beyond the newest of each of the last `keep_daily` days and
     `keep_weekly` ISO weeks; never an unverified one, never the newest verified one."""
-    with _locked(h.directory):
+    with _locked(h):
         verified = [s for s in snapshots(h.directory) if s.verified is not None]
         keep: set[Path] = {verified[0].path} if verified else set()
         days: dict[dt.date, Path] = {}
@@ -707,9 +721,10 @@ class Restored:
 def restore(h: Household, path: Path, person: str | None = None) -> Restored:
     """The household (or one person's conversations and memories) as in the archive; a snapshot
     of the current state is taken first. Either the old state or the restored one, never a mix."""
-    with _locked(h.directory):
-        _sweep(h.directory)
-        work = Path(tempfile.mkdtemp(prefix=".work-", dir=_private_dir(h.work_root)))
+    with _locked(h):
+        _private_dir(h.directory)
+        _sweep(h, h.directory)
+        work = _work_dir(h)
         try:
             into = work / "archive"
             manifest = _read_archive(path, h, into)

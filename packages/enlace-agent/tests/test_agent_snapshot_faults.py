@@ -1,0 +1,493 @@
+"""Snapshots under faults and bad input: damaged, cut, foreign, newer and hostile archives (each
+refused by name, nothing written outside the data directory, the live history untouched), kill -9
+during `snapshot create` and `snapshot restore` at several moments (the module's test hook,
+ENLACE_SNAPSHOT_TEST_KILL_AT, and kills after a delay), and a full disk."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import io
+import json
+import os
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from enlace_config.schema.agent import AssistantConfig
+
+from enlace_agent import snapshot as snap
+from enlace_agent.web.store import SCHEMA_VERSION, Store
+
+
+def fill(database: Path, people: int = 3, conversations: int = 5, text: str = "hola") -> None:
+    Store(database)
+    now = time.time()
+    with closing(sqlite3.connect(database)) as db, db:
+        for p in range(people):
+            for c in range(conversations):
+                cid = secrets.token_hex(16)
+                db.execute(
+                    "INSERT INTO conversations (id, person, title, created, updated) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (cid, f"P{p}", f"Conversación {c}", now, now),
+                )
+                db.execute(
+                    "INSERT INTO messages (conversation_id, role, content, sources, created) "
+                    "VALUES (?, 'user', ?, '[]', ?)",
+                    (cid, f"{text} {p} {c}", now),
+                )
+
+
+def dump(database: Path) -> str:
+    """A digest of every row but the sign-ins: equal means the same history."""
+    with closing(sqlite3.connect(database)) as db:
+        rows = [
+            (t, sorted(db.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr))
+            for (t,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT IN ('sessions', 'sqlite_sequence') ORDER BY name"
+            )
+        ]
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+@pytest.fixture
+def house(tmp_path: Path) -> snap.Household:
+    database = tmp_path / "data" / "enlace" / "web.sqlite3"
+    config = AssistantConfig.model_validate({"web": {"database": str(database)}})
+    h = snap.household(config, {"XDG_CONFIG_HOME": str(tmp_path / "config")})
+    fill(h.database)
+    return h
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*")}
+
+
+# ---------------------------------------------------------------- hostile and damaged archives
+def forge(
+    path: Path,
+    members: list[tuple[tarfile.TarInfo, bytes]],
+    declared: dict[str, bytes] | None = None,
+    **manifest: Any,
+) -> Path:
+    """A gzip'd tar whose manifest declares `declared` (name -> content) and whose members are
+    `members` (after the manifest), written by hand."""
+    declared = declared if declared is not None else {m.name: data for m, data in members}
+    body = {
+        "format": snap.FORMAT,
+        "format_version": snap.FORMAT_VERSION,
+        "enlace_version": "0.0.0",
+        "schema_version": SCHEMA_VERSION,
+        "created": "2026-12-01T00:00:00+00:00",
+        "kind": "manual",
+        "model": {"name": "x"},
+        "contents": {},
+        "members": {
+            n: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+            for n, d in declared.items()
+        },
+        **manifest,
+    }
+    raw = json.dumps(body).encode()
+    with gzip.open(path, "wb") as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+        info = tarfile.TarInfo(snap.MANIFEST)
+        info.size = len(raw)
+        tar.addfile(info, io.BytesIO(raw))
+        for info, data in members:
+            if info.isfile():
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    return path
+
+
+def entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+@pytest.fixture
+def good_db(house: snap.Household) -> bytes:
+    made = snap.create(house)
+    with tarfile.open(made.path) as tar:
+        file = tar.extractfile(snap.DATABASE)
+        assert file is not None
+        return file.read()
+
+
+def refused(h: snap.Household, archive: Path, tmp_path: Path) -> snap.ArchiveRefused:
+    """Refused by verify and by restore, the live history untouched, nothing new anywhere but
+    the snapshot folder (where verify and restore write nothing either)."""
+    before_rows, before_files = dump(h.database), files_under(tmp_path)
+    with pytest.raises(snap.ArchiveRefused) as by_verify:
+        snap.verify(h, archive)
+    with pytest.raises(snap.ArchiveRefused) as by_restore:
+        snap.restore(h, archive)
+    assert by_verify.value.problem == by_restore.value.problem
+    assert dump(h.database) == before_rows
+    new = files_under(tmp_path) - before_files - {h.directory, h.work_root / snap.LOCK}
+    assert not new, new  # no undo snapshot either: the archive is refused before anything
+    assert str(by_verify.value).startswith(f"la copia {archive.name} no se puede usar: ")
+    return by_verify.value
+
+
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.9, -6])
+def test_a_flipped_byte_is_refused(house: snap.Household, tmp_path: Path, where: float) -> None:
+    made = snap.create(house)
+    data = bytearray(made.path.read_bytes())
+    at = int(len(data) * where) if where > 0 else len(data) + int(where)
+    data[at] ^= 0x20
+    bad = tmp_path / "flipped.tar.gz"
+    bad.write_bytes(bytes(data))
+    problem = refused(house, bad, tmp_path)
+    assert problem.problem in ("corrupt", "hash_mismatch", "corrupt_database", "truncated")
+    assert "dañad" in str(problem) or "cortada" in str(problem)
+
+
+@pytest.mark.parametrize("cut", [1, 8, 300, 0.5])
+def test_a_truncated_tail_is_refused(house: snap.Household, tmp_path: Path, cut: float) -> None:
+    made = snap.create(house)
+    data = made.path.read_bytes()
+    keep = int(len(data) * cut) if cut < 1 else len(data) - int(cut)
+    bad = tmp_path / "cut.tar.gz"
+    bad.write_bytes(data[:keep])
+    problem = refused(house, bad, tmp_path)
+    assert problem.problem == "truncated" and "cortada" in str(problem)
+
+
+@pytest.mark.parametrize(
+    ("member", "problem"),
+    [
+        (entry("../escaped.txt"), "parent_path"),
+        (entry("settings/../../escaped.txt"), "parent_path"),
+        (entry("/tmp/escaped-absolute.txt"), "absolute_path"),
+        (entry("settings/link", tarfile.SYMTYPE, "/etc/passwd"), "symlink"),
+        (entry("settings/hard", tarfile.LNKTYPE, snap.DATABASE), "hardlink"),
+        (entry("settings/dev", tarfile.CHRTYPE), "device"),
+        (entry("settings/blk", tarfile.BLKTYPE), "device"),
+        (entry("settings/fifo", tarfile.FIFOTYPE), "not_a_file"),
+        (entry("settings/dir", tarfile.DIRTYPE), "not_a_file"),
+    ],
+)
+def test_hostile_members_are_refused_by_name(
+    house: snap.Household, good_db: bytes, tmp_path: Path, member: tarfile.TarInfo, problem: str
+) -> None:
+    declared = {snap.DATABASE: good_db, member.name: b"pwned"}
+    bad = forge(
+        tmp_path / "hostile.tar.gz",
+        [(entry(snap.DATABASE), good_db), (member, b"pwned")],
+        declared,
+    )
+    found = refused(house, bad, tmp_path)
+    assert found.problem == problem
+    assert member.name in str(found)
+    assert (
+        not (tmp_path / "escaped.txt").exists() and not Path("/tmp/escaped-absolute.txt").exists()
+    )
+
+
+def test_a_manifest_naming_missing_files_is_refused(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    declared = {snap.DATABASE: good_db, "settings/assistant.yaml": b"web: {}\n"}
+    bad = forge(tmp_path / "missing.tar.gz", [(entry(snap.DATABASE), good_db)], declared)
+    found = refused(house, bad, tmp_path)
+    assert found.problem == "missing_member" and "settings/assistant.yaml" in str(found)
+
+
+def test_an_undeclared_member_is_refused(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    members = [(entry(snap.DATABASE), good_db), (entry("settings/extra.yaml"), b"x")]
+    bad = forge(tmp_path / "extra.tar.gz", members, {snap.DATABASE: good_db})
+    assert refused(house, bad, tmp_path).problem == "undeclared"
+
+
+def test_a_member_far_larger_than_declared_is_never_written(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    """A decompression bomb: 64 MiB of zeros (about 64 KiB compressed) declared as 100 bytes."""
+    bomb = b"\x00" * (64 << 20)
+    declared = {snap.DATABASE: good_db, "settings/people.json": b"x" * 100}
+    members = [(entry(snap.DATABASE), good_db), (entry("settings/people.json"), bomb)]
+    bad = forge(tmp_path / "bomb.tar.gz", members, declared)
+    assert bad.stat().st_size < 1 << 20
+    started = time.monotonic()
+    found = refused(house, bad, tmp_path)
+    assert found.problem == "bomb" and "más grande de lo declarado" in str(found)
+    assert time.monotonic() - started < 30
+
+
+def test_a_huge_manifest_is_refused_unread(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    bad = forge(
+        tmp_path / "fat.tar.gz",
+        [(entry(snap.DATABASE), good_db)],
+        padding="x" * (house.config.max_manifest_bytes + 1),
+    )
+    assert refused(house, bad, tmp_path).problem == "too_large"
+
+
+def test_a_member_that_lies_about_its_hash_is_refused(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    declared = {snap.DATABASE: good_db, "settings/people.json": b"[1]"}
+    members = [(entry(snap.DATABASE), good_db), (entry("settings/people.json"), b"[2]")]
+    bad = forge(tmp_path / "lies.tar.gz", members, declared)
+    found = refused(house, bad, tmp_path)
+    assert found.problem == "hash_mismatch" and "settings/people.json" in str(found)
+
+
+def test_foreign_archives_are_refused(house: snap.Household, tmp_path: Path) -> None:
+    text = tmp_path / "notes.tar.gz"
+    text.write_text("la lista de la compra")
+    assert refused(house, text, tmp_path).problem == "foreign"
+    other = tmp_path / "other.tar.gz"
+    with gzip.open(other, "wb") as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+        info = tarfile.TarInfo("photo.jpg")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"jpg"))
+    assert refused(house, other, tmp_path).problem == "foreign"
+    stranger = forge(tmp_path / "stranger.tar.gz", [], {}, format="someone-else")
+    assert refused(house, stranger, tmp_path).problem == "foreign"
+
+
+def test_a_newer_schema_or_format_is_refused(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    newer = forge(
+        tmp_path / "newer.tar.gz",
+        [(entry(snap.DATABASE), good_db)],
+        schema_version=SCHEMA_VERSION + 1,
+        enlace_version="9.0.0",
+    )
+    found = refused(house, newer, tmp_path)
+    assert found.problem == "newer" and "9.0.0" in str(found) and "actualiza" in str(found)
+    later = forge(tmp_path / "later.tar.gz", [(entry(snap.DATABASE), good_db)], format_version=2)
+    assert refused(house, later, tmp_path).problem == "newer"
+
+
+def test_a_damaged_database_inside_a_well_formed_archive_is_refused(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    damaged = bytearray(good_db)
+    damaged[len(damaged) // 2 : len(damaged) // 2 + 64] = b"\xff" * 64
+    bad = forge(tmp_path / "rotten.tar.gz", [(entry(snap.DATABASE), bytes(damaged))])
+    assert refused(house, bad, tmp_path).problem in ("corrupt_database", "corrupt")
+
+
+# ---------------------------------------------------------------- a full disk
+class FullDisk(io.RawIOBase):
+    """A file on a disk that fills up after `room` bytes."""
+
+    def __init__(self, real: IO[bytes], room: int) -> None:
+        self.real, self.room = real, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.real.write(data)
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def flush(self) -> None:
+        if not self.real.closed:
+            self.real.flush()
+
+    def close(self) -> None:
+        self.real.close()
+        super().close()
+
+
+@pytest.mark.parametrize("room", [0, 100, 1000])
+def test_a_full_disk_leaves_no_partial_archive_and_the_history_untouched(
+    house: snap.Household, monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    real_open = snap._open_new  # pyright: ignore[reportPrivateUsage]
+
+    def open_new(path: Path) -> IO[bytes]:
+        file = real_open(path)
+        return FullDisk(file, room) if path.name.endswith(snap.PARTIAL) else file  # type: ignore[return-value]
+
+    monkeypatch.setattr(snap, "_open_new", open_new)
+    before = dump(house.database)
+    with pytest.raises(snap.DiskFull, match="no queda espacio") as exc:
+        snap.create(house)
+    assert "no queda ninguna copia a medias" in str(exc.value)
+    assert dump(house.database) == before
+    assert list(house.directory.iterdir()) == []
+    assert not list(house.work_root.glob(f"{snap.WORK}*"))
+
+
+def test_a_full_disk_at_the_cli_is_one_spanish_paragraph(
+    house: snap.Household, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from enlace_agent.cli.snapshot import main
+
+    def no_room(path: Path) -> IO[bytes]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(snap, "_open_new", no_room)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(house.database.parent.parent.parent / "config"))
+    config = house.database.parent.parent.parent / "assistant.yaml"
+    config.write_text(f"web:\n  database: {house.database}\n")
+    assert main(["create", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: no queda espacio") and "Traceback" not in err
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB tmpfs (needs root and mount; skipped otherwise)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+    )
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root): the monkeypatched ENOSPC covers it")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_really_full_disk(house: snap.Household, tiny_disk: Path) -> None:
+    for _ in range(100):  # ~1.6 MB that does not compress
+        fill(house.database, people=1, conversations=2, text=secrets.token_hex(4000))
+    before = dump(house.database)
+    with pytest.raises(snap.DiskFull):
+        snap.create(house, to=tiny_disk)
+    assert dump(house.database) == before
+    assert list(tiny_disk.iterdir()) == []
+
+
+# ---------------------------------------------------------------- kill -9
+def cli(h: snap.Household, tmp_path: Path, *argv: str, kill_at: str | None = None) -> Any:
+    config = tmp_path / "assistant.yaml"
+    config.write_text(f"web:\n  database: {h.database}\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env.pop(snap.KILL_ENV, None)
+    if kill_at is not None:
+        env[snap.KILL_ENV] = kill_at
+    command = [sys.executable, "-m", "enlace_agent.cli.snapshot", *argv, "--config", str(config)]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def whole_archives(h: snap.Household) -> list[snap.Snapshot]:
+    """Listed archives; each one must be complete (a full verify passes)."""
+    listed = snap.snapshots(h.directory)
+    for s in listed:
+        snap.verify(h, s.path)
+    return listed
+
+
+@pytest.mark.parametrize(
+    "moment", ["create-copied", "create-written", "create-verified", "create-renamed"]
+)
+def test_kill_9_during_create(house: snap.Household, tmp_path: Path, moment: str) -> None:
+    before = dump(house.database)
+    process = cli(house, tmp_path, "create", kill_at=moment)
+    assert process.wait(60) == -signal.SIGKILL
+    assert dump(house.database) == before
+    listed = whole_archives(house)
+    if moment == "create-renamed":  # complete, renamed, only its check record missing
+        assert len(listed) == 1 and listed[0].verified is None
+    else:
+        assert listed == []
+    # The next run sweeps what the killed one left and works.
+    assert cli(house, tmp_path, "create").wait(60) == 0
+    assert not list(house.directory.glob(f"*{snap.PARTIAL}"))
+    assert not list(house.work_root.glob(f"{snap.WORK}*"))
+    assert len(whole_archives(house)) == len(listed) + 1
+
+
+@pytest.mark.parametrize(
+    ("moment", "person", "restored"),
+    [
+        ("restore-read", None, False),
+        ("restore-undo-made", None, False),
+        ("restore-copying", None, False),
+        ("restore-done", None, True),
+        ("restore-undo-made", "P1", False),
+        ("restore-person-writing", "P1", False),
+        ("restore-done", "P1", True),
+    ],
+)
+def test_kill_9_during_restore(
+    house: snap.Household, tmp_path: Path, moment: str, person: str | None, restored: bool
+) -> None:
+    fill(house.database, conversations=300, text="relleno " * 100)  # several backup steps
+    made = snap.create(house)
+    Store(house.database).delete_person("P1")
+    fill(house.database, people=1, conversations=2, text="después")
+    damaged = dump(house.database)
+    argv = ["restore", str(made.path), *(["--person", person] if person else [])]
+    process = cli(house, tmp_path, *argv, kill_at=moment)
+    assert process.wait(60) == -signal.SIGKILL
+    now = dump(house.database)
+    assert now != damaged if restored else now == damaged
+    for s in whole_archives(house):  # only whole archives are ever listed
+        assert s.path.name.endswith(snap.PLAIN)
+    # Run again to the end: the history is the snapshot's (for P1 at least).
+    assert cli(house, tmp_path, *argv).wait(60) == 0
+    with closing(sqlite3.connect(house.database)) as db:
+        count = db.execute("SELECT COUNT(*) FROM conversations WHERE person = 'P1'").fetchone()
+    assert count == (305,)
+
+
+@pytest.mark.parametrize("after_ms", [150, 400, 700, 1000, 1400])
+def test_kill_9_after_a_delay_during_restore(
+    house: snap.Household, tmp_path: Path, after_ms: int
+) -> None:
+    fill(house.database, conversations=1000, text="relleno " * 200)
+    made = snap.create(house)
+    restored = dump(house.database)
+    Store(house.database).delete_person("P2")
+    damaged = dump(house.database)
+    process = cli(house, tmp_path, "restore", str(made.path))
+    time.sleep(after_ms / 1000)
+    process.kill()
+    process.wait(60)
+    assert dump(house.database) in (damaged, restored)
+    whole_archives(house)
+
+
+@pytest.mark.parametrize("after_ms", [150, 400, 800])
+def test_kill_9_after_a_delay_during_create(
+    house: snap.Household, tmp_path: Path, after_ms: int
+) -> None:
+    fill(house.database, conversations=1000, text="relleno " * 200)
+    before = dump(house.database)
+    process = cli(house, tmp_path, "create")
+    time.sleep(after_ms / 1000)
+    process.kill()
+    process.wait(60)
+    assert dump(house.database) == before
+    whole_archives(house)  # none, or one that verifies
+
+
+def test_the_hook_is_inert_without_its_variable(house: snap.Household) -> None:
+    assert os.environ.get(snap.KILL_ENV) is None
+    for moment in ("create-copied", "restore-copying"):
+        snap._checkpoint(moment)  # pyright: ignore[reportPrivateUsage]
