@@ -382,7 +382,6 @@ def test_daily_snapshots_run_at_the_configured_hour_and_prune(home: dict[str, An
 
 
 def test_encrypted_snapshot_round_trip_and_wrong_passphrase(home: dict[str, Any]) -> None:
-    pytest.importorskip("cryptography")
     home["env"]["ENLACE_SNAPSHOT_PASSPHRASE"] = "correct horse battery staple"
     h = household(home, passphrase_env="ENLACE_SNAPSHOT_PASSPHRASE", kdf_log2_n=14)
     fill(h.database)
@@ -415,6 +414,18 @@ def test_encrypted_snapshot_round_trip_and_wrong_passphrase(home: dict[str, Any]
     with pytest.raises(snap.ArchiveRefused) as exc:
         snap.verify(h, cut)
     assert exc.value.problem == "truncated"
+
+
+def test_encryption_without_the_extra_is_a_clear_refusal(
+    home: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
+    home["env"]["ENLACE_SNAPSHOT_PASSPHRASE"] = "una contraseña"
+    h = household(home, passphrase_env="ENLACE_SNAPSHOT_PASSPHRASE")
+    fill(h.database, 1)
+    with pytest.raises(snap.SnapshotError, match=r"enlace-agent\[snapshot-crypto\]"):
+        snap.create(h)
+    assert snap.snapshots(h.directory) == []
 
 
 def test_encryption_asked_without_its_passphrase_is_refused(home: dict[str, Any]) -> None:
