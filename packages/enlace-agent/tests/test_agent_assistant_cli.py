@@ -139,7 +139,7 @@ def test_unknown_model_names_the_served_ones(
     [
         (["--max-tool-rounds", "99"], "--max-tool-rounds"),
         (["--base-url", "ftp://x"], "--base-url"),
-        (["--config", "/no/such/assistant.yaml"], "does not exist"),
+        (["--config", "/no/such/assistant.yaml"], "no existe"),
         (["--time-budget", "1"], "--time-budget"),  # shorter than the default timeouts
     ],
 )

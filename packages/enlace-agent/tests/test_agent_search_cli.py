@@ -279,7 +279,7 @@ def test_xdg_config_file_is_read(http_server: Any, cli: Any, clean_env: dict[str
             ["hola", "--providers", "duckduckgo", "--region", "España"],
             "--region debe tener la forma",
         ),
-        (["hola", "--providers", "duckduckgo", "--config", "/no/such/file.yaml"], "does not exist"),
+        (["hola", "--providers", "duckduckgo", "--config", "/no/such/file.yaml"], "no existe"),
         (["   ", "--providers", "duckduckgo"], "vacía"),
         ([], "required"),
     ],
@@ -302,7 +302,7 @@ def test_bad_yaml_config_exits_2(cli: Any, tmp_path: Path) -> None:
     bad.write_text("providers: [duckduckgo\n")
     proc = cli("hola", "--config", str(bad))
     assert (
-        proc.returncode == 2 and "YAML syntax error" in proc.stderr and "bad.yaml:2" in proc.stderr
+        proc.returncode == 2 and "no es YAML válido" in proc.stderr and "línea 2" in proc.stderr
     )
     bad.write_text("providers: [duckduckgo]\nunknown_knob: 1\n")
     proc = cli("hola", "--config", str(bad))

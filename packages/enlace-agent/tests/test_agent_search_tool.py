@@ -184,13 +184,13 @@ def test_load_config_layers(tmp_path: Path) -> None:
     assert (config.region, config.providers, config.max_results) == ("mx-es", ["duckduckgo"], 3)
     (tmp_path / "comment.yaml").write_text("# all defaults\nregion: es-es\n")
     assert load_config(tmp_path / "comment.yaml") == SearchConfig()
-    with pytest.raises(SearchConfigError, match="does not exist"):
+    with pytest.raises(SearchConfigError, match="no existe"):
         load_config(tmp_path / "missing.yaml")
     (tmp_path / "list.yaml").write_text("- a\n")
-    with pytest.raises(SearchConfigError, match="mapping"):
+    with pytest.raises(SearchConfigError, match="líneas «clave: valor»"):
         load_config(tmp_path / "list.yaml")
     (tmp_path / "bad.yaml").write_text("http:\n  total_timeout_s: 1\n  read_timeout_s: 5\n")
-    with pytest.raises(SearchConfigError, match=r"bad.yaml:3: http.read_timeout_s"):
+    with pytest.raises(SearchConfigError, match=r"línea 3, http.read_timeout_s"):
         load_config(tmp_path / "bad.yaml")
 
 

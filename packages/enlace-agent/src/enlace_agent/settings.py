@@ -7,17 +7,28 @@
   home of every limit. `InvalidOptions.keys` names what was refused, for the caller to explain.
 - Secrets: only from the environment, optionally loaded from `--env-file PATH`, else
   `$XDG_CONFIG_HOME/enlace/.env` if it exists. Variables already set in the environment win.
+
+Every `SettingsError` message is Spanish: the person running the assistant reads it. enlace-config
+words its problems in English (for the developer tools); `spanish_problems` re-words them here,
+and the English original goes to the debug log (`--debug`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from enlace_config import ConfigError
+    from enlace_config.errors import Problem
+
+log = logging.getLogger("enlace_agent.settings")
 
 
 class SettingsError(ValueError):
@@ -90,10 +101,20 @@ def load_env(
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if env_file is not None:
-            raise error(f"env file {env_file} does not exist") from None
+            raise error(f"no existe el fichero de claves {env_file}") from None
         return env
     except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"cannot read env file {path}: {exc}") from None
+        log.debug("cannot read env file %s: %s", path, exc)
+        why = (
+            "no está en UTF-8"
+            if isinstance(exc, UnicodeDecodeError)
+            else "no hay permiso para leerlo"
+            if isinstance(exc, PermissionError)
+            else "es una carpeta"
+            if isinstance(exc, IsADirectoryError)
+            else f"error del sistema {exc.errno}"
+        )
+        raise error(f"no se puede leer el fichero de claves {path}: {why}") from None
     return {**parse_env_file(text), **env}
 
 
@@ -119,11 +140,20 @@ def with_overrides(config: C, overrides: Mapping[str, Any] | None) -> C:
     try:
         return type(config).model_validate({**config.model_dump(), **changes})
     except ValidationError as exc:
-        lines = "\n".join(
-            f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise InvalidOptions(invalid_keys(exc), f"invalid option:\n{lines}") from None
+        from enlace_config.errors import hide_secrets
+        from enlace_config.schema.base import FieldProblems
+
+        log.debug("invalid options: %s", hide_secrets(str(exc)))
+        lines: list[str] = []
+        for e in exc.errors():
+            cause = e.get("ctx", {}).get("error")
+            if isinstance(cause, FieldProblems):
+                lines.extend(f"  {p.key}: {_message_es(p.message)}" for p in cause.problems)
+            else:
+                where = ".".join(str(p) for p in e["loc"]) or "(todo)"
+                expected = _expected_es(e["msg"].removeprefix("Input should be "))
+                lines.append(f"  {where}: se esperaba {expected}")
+        raise InvalidOptions(invalid_keys(exc), hide_secrets("\n".join(lines))) from None
 
 
 def load_settings(
@@ -142,12 +172,148 @@ def load_settings(
     file = path if path is not None else config_dir(environ) / file_name
     if path is not None or file.is_file():
         if not file.is_file():
-            raise error(f"{file_name.removesuffix('.yaml')} config {file} does not exist")
+            raise error(f"no existe el fichero de configuración {file}")
         from enlace_config import ConfigError
         from enlace_config import load_config as load_config_file
 
         try:
             config = load_config_file(file, schema=schema).config
         except ConfigError as exc:
-            raise error(str(exc)) from None
+            log.debug("%s", exc)  # enlace-config's English wording, for --debug
+            raise error(spanish_problems(exc)) from None
     return with_overrides(config, overrides)
+
+
+# ---------------------------------------------------------------- config problems, in Spanish
+# enlace-config's phrases (and pydantic's, after its "Input should be" -> "expected") -> Spanish.
+# A phrase not listed here is described generically; its English original is in the debug log.
+_EXPECTED_ES: tuple[tuple[str, str], ...] = (
+    (r"greater than or equal to (.+)", r"un número mayor o igual que \1"),
+    (r"less than or equal to (.+)", r"un número menor o igual que \1"),
+    (r"greater than (.+)", r"un número mayor que \1"),
+    (r"less than (.+)", r"un número menor que \1"),
+    (r"a valid integer.*", "un número entero"),
+    (r"a finite number.*", "un número finito"),
+    (r"a valid number.*", "un número"),
+    (r"a valid boolean.*", "true o false"),
+    (r"a valid string.*", "un texto"),
+    (r"a valid list.*", "una lista"),
+    (r"a valid (?:dictionary|mapping).*", "una sección (claves con sus valores)"),
+    (r"at least (\d+) characters?", r"un texto de al menos \1 caracteres"),
+    (r"at most (\d+) characters?", r"un texto de como mucho \1 caracteres"),
+    (r"at least (\d+) items?.*", r"al menos \1 elementos"),
+    (r"at most (\d+) items?.*", r"como mucho \1 elementos"),
+    (
+        r"text matching the pattern .*https\?://.*",
+        "una dirección que empiece por http:// o https://",
+    ),
+    (
+        r"(?:text matching the pattern|String should match pattern) .*",
+        "otra forma (mira el ejemplo en la documentación)",
+    ),
+)
+# The schema's own sentences (enlace_config.schema.agent), whole.
+_SENTENCES_ES: tuple[tuple[str, str], ...] = (
+    (r"(\S+) \((.+)\) must not exceed (\S+) \((.+)\)", r"\1 (\2) no puede pasar de \3 (\4)"),
+    (
+        r"keepalive_s \((.+)\) must be below stall_timeout_s \((.+)\),.*",
+        r"keepalive_s (\1) tiene que ser menor que stall_timeout_s (\2): si no, una respuesta "
+        r"que va bien parecería atascada",
+    ),
+    (
+        r"the top level of .* must be a mapping of keys.*",
+        "el fichero tiene que ser una sección de claves (líneas «clave: valor»), no una lista "
+        "ni un valor suelto",
+    ),
+    (r"names repeated: (.+)", r"nombres repetidos: \1"),
+    (r"lists (.+) more than once", r"\1 aparece más de una vez"),
+    (
+        r"(.+) has no token_env: listening on (\S+) .*",
+        r"\1 no tiene token_env: escuchar en \2 (más allá de este equipo) exige una clave de "
+        r"acceso para cada persona",
+    ),
+    (
+        r"this looks like a key itself.*",
+        "el nombre de una variable de entorno, no la clave: pon la clave en el entorno (o en el "
+        "fichero .env) y aquí el nombre de la variable",
+    ),
+    (
+        r"text matching the pattern '\^\[A-Za-z_\]\[A-Za-z0-9_\]\*\$'",
+        "el nombre de una variable de entorno (letras, cifras y _), no la clave",
+    ),
+)
+_CHOICES = re.compile(r"(?:'[^']*'(?:, | or ))*'[^']*'")
+_DID_YOU_MEAN = re.compile(r";? did you mean '([^']*)'\?")
+_KEYS_HERE = re.compile(r" \(the keys here are: (.*)\)$")
+_SECRET_VALUE = re.compile(r"a value of (\d+) characters, not shown \(it may be a secret\)")
+
+
+def _expected_es(text: str) -> str:
+    text = text.removeprefix("Value error, ")
+    for pattern, spanish in (*_SENTENCES_ES, *_EXPECTED_ES):
+        if re.fullmatch(pattern, text):
+            return re.sub(pattern, spanish, text)
+    if _CHOICES.fullmatch(text):
+        return "uno de estos: " + ", ".join(re.findall(r"'([^']*)'", text))
+    return "otro valor"
+
+
+def _value_es(text: str) -> str:
+    text = _SECRET_VALUE.sub(
+        r"un valor de \1 caracteres que no se muestra (puede ser una clave)", text
+    )
+    text = re.sub(r"\((\d+) chars\)$", r"(\1 caracteres)", text)
+    return "una sección" if text == "a mapping" else text
+
+
+def _message_es(message: str) -> str:
+    hint = _DID_YOU_MEAN.search(message)
+    tail = f"; ¿querías decir «{hint.group(1)}»?" if hint else ""
+    message = _DID_YOU_MEAN.sub("", message)
+    if message.startswith("unknown key"):
+        keys = _KEYS_HERE.search(message)
+        return "clave desconocida" + (f" (las claves aquí son: {keys.group(1)})" if keys else tail)
+    if message.startswith("missing:"):
+        return "falta: esta clave es obligatoria"
+    got = re.fullmatch(r"got (.+): expected (.+)", message, re.DOTALL)
+    if got:
+        return f"{_value_es(got.group(1))} no vale: se esperaba {_expected_es(got.group(2))}{tail}"
+    for pattern, spanish in _SENTENCES_ES:
+        if re.fullmatch(pattern, message, re.DOTALL):
+            return re.sub(pattern, spanish, message, flags=re.DOTALL)
+    if message.startswith("YAML"):
+        return "el fichero no es YAML válido (revisa la sangría, los dos puntos y las comillas)"
+    if "is empty" in message:
+        return "el fichero está vacío: escribe las claves que quieras cambiar"
+    return "este valor no es válido aquí (el detalle técnico, en inglés, con --debug)"
+
+
+def _problem_es(problem: Problem, subject: str | None) -> str:
+    from enlace_config.errors import display_path
+
+    origin, where = problem.origin, list[str]()
+    if origin is not None and origin.kind == "file" and origin.file is not None:
+        shown = display_path(origin.file)
+        if shown != subject:
+            where.append(shown)
+        if origin.line is not None:
+            where.append(f"línea {origin.line}")
+    elif origin is not None and origin.kind == "override":
+        where.append("en la línea de órdenes")
+    head = ", ".join([*where, *([problem.key] if problem.key else [])])
+    related = ", ".join(k for k, _ in problem.related)
+    text = _message_es(problem.message) + (f" (junto con {related})" if related else "")
+    return f"{head}: {text}" if head else text
+
+
+def spanish_problems(exc: ConfigError) -> str:
+    """The problems of a config file as the person reads them: «hay 2 problemas en FILE:» and
+    one line each (where, which key, what is wrong), in Spanish; no secret shown."""
+    from enlace_config.errors import MAX_OF_A_KIND, hide_secrets
+
+    n = len(exc.problems)
+    head = f"hay {n} problema{'s' * (n != 1)} en {exc.subject or 'la configuración'}:"
+    lines = [f"  - {_problem_es(p, exc.subject)}" for p in exc.problems[:MAX_OF_A_KIND]]
+    if n > MAX_OF_A_KIND:
+        lines.append(f"  ... y {n - MAX_OF_A_KIND} más")
+    return hide_secrets("\n".join([head, *lines]))

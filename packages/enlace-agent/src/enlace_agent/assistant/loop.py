@@ -30,6 +30,8 @@ Message = dict[str, Any]
 
 NOTE_ROUNDS = "(He llegado al límite de búsquedas para esta pregunta; respondo con lo que tengo.)"
 NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
+# What the person is told when a tool call fails (the page and the CLI; the log says why).
+NOTE_SEARCH_FAILED = "La búsqueda en internet ha fallado: la respuesta puede no estar al día."
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,17 @@ class ToolCallFinished:
     sources: tuple[Source, ...]
     error: str | None = None
 
+    @property
+    def notice(self) -> str | None:
+        """The line for the person (None when the call worked)."""
+        return None if self.ok else NOTE_SEARCH_FAILED
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": "tool_result",
             **asdict(self),
             "sources": [s.to_dict() for s in self.sources],
+            "notice": self.notice,
         }
 
 

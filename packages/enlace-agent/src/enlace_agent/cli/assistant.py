@@ -198,6 +198,8 @@ def _ask(
                     sys.stderr.write(f"(usando {event.name} {event.arguments})\n")
             elif isinstance(event, ToolCallFinished):
                 calls[event.id].update({k: data[k] for k in ("ok", "provider", "sources", "error")})
+                if event.notice and not as_json:
+                    sys.stderr.write(f"({event.notice})\n")
             elif isinstance(event, TextDelta) and not as_json:
                 write(prefix + event.text)
                 prefix = ""
