@@ -59,11 +59,11 @@ import tarfile
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from enlace_config.schema.agent import AssistantConfig, SnapshotConfig
 
@@ -203,7 +203,7 @@ def _open_new(path: Path) -> IO[bytes]:
 
 
 @contextlib.contextmanager
-def _locked(h: Household) -> Iterator[None]:
+def _locked(h: Household) -> Generator[None]:
     """One snapshot, check, restore or pruning at a time per household (across processes and
     threads): the lock file lives beside the history file."""
     fd = os.open(_private_dir(h.work_root) / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
@@ -515,7 +515,7 @@ def _read_tar(raw: IO[bytes], path: Path, into: Path, max_manifest: int) -> dict
             manifest = _read_members(tar, path, into, max_manifest)
             # The tar's end is not the file's: read the gzip stream to its end (its CRC and
             # length are checked there), refusing more than a tar's padding after it.
-            rest, _ = _bounded_copy(gz, None, tarfile.RECORDSIZE)
+            rest, _ = _bounded_copy(cast(IO[bytes], gz), None, tarfile.RECORDSIZE)
             if rest > tarfile.RECORDSIZE:
                 raise ArchiveRefused(path, "trailing_data", "tiene datos de más al final.")
     except EOFError:
@@ -617,18 +617,18 @@ def _parse_manifest(path: Path, body: bytes) -> dict[str, Any]:
             f"la hizo una versión más nueva de Enlace ({manifest_.get('enlace_version')}, "
             f"esquema {schema}; esta conoce el {SCHEMA_VERSION}): actualiza enlace-agent.",
         )
-    members = manifest_.get("members")
-    ok = isinstance(members, dict) and DATABASE in members
-    for name, entry in members.items() if isinstance(members, dict) else ():  # pyright: ignore[reportUnknownVariableType]
-        ok = ok and isinstance(name, str)
-        if isinstance(name, str):
-            _check_name(path, name)
-        ok = ok and isinstance(entry, dict) and isinstance(entry.get("size"), int)  # pyright: ignore[reportUnknownMemberType]
-        ok = ok and isinstance(entry.get("sha256"), str) and entry["size"] >= 0  # pyright: ignore[reportUnknownMemberType]
-    if not ok:
-        raise ArchiveRefused(
-            path, "corrupt", "está dañada: su manifiesto no describe los ficheros."
-        )
+    broken = ArchiveRefused(path, "corrupt", "está dañada: su manifiesto no describe los ficheros.")
+    members: Any = manifest_.get("members")
+    if not isinstance(members, dict) or DATABASE not in members:
+        raise broken
+    for name, entry in cast(dict[Any, Any], members).items():
+        if not isinstance(name, str):
+            raise broken
+        _check_name(path, name)
+        described: dict[str, Any] = cast(dict[str, Any], entry) if isinstance(entry, dict) else {}
+        size, digest = described.get("size"), described.get("sha256")
+        if not isinstance(size, int) or size < 0 or not isinstance(digest, str):
+            raise broken
     return manifest_
 
 
@@ -665,7 +665,8 @@ def _created_of(path: Path) -> tuple[dt.datetime, str] | None:
 def _describe(path: Path) -> Snapshot:
     created, kind = _created_of(path) or (dt.datetime.fromtimestamp(0, dt.UTC), "manual")
     size = path.stat().st_size
-    verified, contents = None, {}
+    verified: str | None = None
+    contents: dict[str, Any] = {}
     side = path.with_name(path.name + VERIFIED)
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         record = json.loads(side.read_text("utf-8"))
@@ -773,7 +774,7 @@ def _replace_all(restored: Path, live: Path) -> None:
         source.backup(
             target,
             pages=RESTORE_STEP_PAGES,
-            progress=lambda *_: _checkpoint("restore-copying"),
+            progress=lambda *_: _checkpoint("restore-copying"),  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
         )
         target.execute("PRAGMA journal_mode = WAL")
 
