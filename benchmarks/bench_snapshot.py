@@ -182,14 +182,7 @@ def main() -> int:
             f"history: {args.conversations} conversations x {args.messages} messages, "
             f"{database.stat().st_size / 1e6:.1f} MB (written in {time.perf_counter() - started:.1f} s)"
         )
-        model = helpers.start_model_server()
-
-        def echo(h: Any) -> None:
-            body = json.loads(h.request_body)
-            question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-            model.say(f"Eco de {question}", pieces=args.pieces, delay=args.delay)(h, body)
-
-        model.server.routes["/v1/chat/completions"] = echo
+        model = web.echo_model(helpers, args.pieces, args.delay)
         names = [f"Persona{i:02d}" for i in range(args.people)]
         config = AssistantConfig.model_validate(
             {

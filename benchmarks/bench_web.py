@@ -81,6 +81,19 @@ def chat(page: Any, name: str, result: dict[str, Any]) -> None:
         client.close()
 
 
+def echo_model(helpers: Any, pieces: int, delay: float) -> Any:
+    """The scripted model, answering each question with «Eco de» and the question."""
+    model = helpers.start_model_server()
+
+    def echo(h: Any) -> None:
+        body = json.loads(h.request_body)
+        question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        model.say(f"Eco de {question}", pieces=pieces, delay=delay)(h, body)
+
+    model.server.routes["/v1/chat/completions"] = echo
+    return model
+
+
 def summary(label: str, values: list[float]) -> str:
     if not values:
         return f"{label}: no values"
@@ -104,14 +117,7 @@ def main() -> int:
     from enlace_config.schema.agent import AssistantConfig
 
     helpers = _conftest()
-    model = helpers.start_model_server()
-
-    def echo(h: Any) -> None:
-        body = json.loads(h.request_body)
-        question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-        model.say(f"Eco de {question}", pieces=args.pieces, delay=args.delay)(h, body)
-
-    model.server.routes["/v1/chat/completions"] = echo
+    model = echo_model(helpers, args.pieces, args.delay)
     names = [f"Persona{i:02d}" for i in range(args.people)]
     with tempfile.TemporaryDirectory() as tmp:
         config = AssistantConfig.model_validate(
