@@ -563,3 +563,32 @@ def test_serving_is_not_slowed_to_a_halt_by_a_snapshot(home: dict[str, Any]) -> 
         writer.join()
     assert made.verified is not None
     assert os.environ.get(snap.KILL_ENV) is None
+
+
+@pytest.mark.parametrize("person", [None, "Luis"])
+def test_restore_on_a_new_machine_with_no_history_yet(
+    home: dict[str, Any], tmp_path: Path, person: str | None
+) -> None:
+    h = household(home)
+    fill(h.database)
+    before = rows(h.database)
+    made = snap.create(h, to=tmp_path / "usb")
+    for leftover in h.database.parent.iterdir():  # the disk died: nothing left but the USB copy
+        if leftover.is_dir():
+            import shutil
+
+            shutil.rmtree(leftover)
+        else:
+            leftover.unlink()
+    done = snap.restore(h, made.path, person=person)
+    assert done.undo is None
+    assert stat.S_IMODE(h.database.stat().st_mode) == 0o600
+    if person is None:
+        assert rows(h.database) == before
+    else:
+        now = rows(h.database)  # (the test notes table exists only in the archive's schema)
+        assert now["conversations"] == [r for r in before["conversations"] if r[1] == "Luis"]
+        luis = {r[0] for r in now["conversations"]}
+        assert now["messages"] == [r for r in before["messages"] if r[1] in luis]
+    code, out, _ = run_cli("list", "--in", str(tmp_path / "usb"))
+    assert code == 0 and made.path.name in out

@@ -68,7 +68,7 @@ from typing import IO, Any, cast
 from enlace_config.schema.agent import AssistantConfig, SnapshotConfig
 
 from enlace_agent.settings import config_dir
-from enlace_agent.web.store import SCHEMA_VERSION, StoreError, default_path, migrate
+from enlace_agent.web.store import SCHEMA_VERSION, Store, StoreError, default_path, migrate
 
 log = logging.getLogger("enlace_agent.snapshot")
 
@@ -325,7 +325,7 @@ def _copy_database(live: Path, copy: Path) -> None:
     """A consistent copy with the online backup API (one read transaction: writers go on in
     WAL mode), then sign-in sessions removed and the copy compacted."""
     with (
-        closing(sqlite3.connect(f"file:{live}?mode=ro", uri=True, timeout=30)) as source,
+        closing(sqlite3.connect(_read_only(live), uri=True, timeout=30)) as source,
         closing(sqlite3.connect(copy)) as target,
     ):
         source.backup(target)
@@ -338,13 +338,18 @@ def _copy_database(live: Path, copy: Path) -> None:
     copy.chmod(0o600)
 
 
+def _read_only(database: Path) -> str:
+    """The URI that opens `database` read-only (any character in the path is safe in it)."""
+    return f"{database.resolve().as_uri()}?mode=ro"
+
+
 def _has_table(db: sqlite3.Connection, table: str, schema: str = "main") -> bool:
     query = f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?"
     return db.execute(query, (table,)).fetchone() is not None
 
 
 def _contents(database: Path) -> dict[str, Any]:
-    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+    with closing(sqlite3.connect(_read_only(database), uri=True)) as db:
         if not _has_table(db, "conversations"):
             return {"people": [], "conversations": {}, "messages": 0}
         per_person = dict(
@@ -634,7 +639,7 @@ def _parse_manifest(path: Path, body: bytes) -> dict[str, Any]:
 
 def _check_database(path: Path, database: Path, manifest: Mapping[str, Any]) -> None:
     try:
-        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        with closing(sqlite3.connect(_read_only(database), uri=True)) as db:
             result = db.execute("PRAGMA integrity_check").fetchall()
             schema = db.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
@@ -714,7 +719,7 @@ def prune(h: Household) -> list[Path]:
 @dataclass(frozen=True)
 class Restored:
     manifest: Mapping[str, Any]
-    undo: Snapshot  # the snapshot of the state before the restore
+    undo: Snapshot | None  # the snapshot of the state before (None: there was no history)
     person: str | None
     settings: Path | None  # where the archive's settings were put, for the family to look at
 
@@ -738,7 +743,11 @@ def restore(h: Household, path: Path, person: str | None = None) -> Restored:
                         f"la copia no tiene conversaciones de {person} (tiene de: {names})."
                     )
             _checkpoint("restore-read")
-            undo = _create_locked(h, "before-restore", h.directory)
+            undo = None
+            if h.database.is_file():
+                undo = _create_locked(h, "before-restore", h.directory)
+            elif person is not None:  # a new machine: an empty history to put one person in
+                Store(h.database)
             _checkpoint("restore-undo-made")
             if person is None:
                 _replace_all(restored, h.database)
@@ -760,8 +769,11 @@ def _replace_all(restored: Path, live: Path) -> None:
     """The live file becomes the restored one in one write transaction (the backup API into it):
     readers see the old state until the commit; a kill before it leaves the old state. The
     sign-ins of now are kept (a snapshot holds none)."""
-    with closing(sqlite3.connect(restored)) as db:
-        db.execute("ATTACH DATABASE ? AS live", (f"file:{live}?mode=ro",))
+    if not live.is_file():  # a new machine: the history file is made private from the start
+        _private_dir(live.parent)
+        os.close(os.open(live, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    with closing(sqlite3.connect(restored, uri=True)) as db:
+        db.execute("ATTACH DATABASE ? AS live", (_read_only(live),))
         for table in SECRET_TABLES:
             if _has_table(db, table) and _has_table(db, table, "live"):
                 db.execute(f'INSERT OR IGNORE INTO main."{table}" SELECT * FROM live."{table}"')
@@ -813,8 +825,8 @@ def _person_tables(db: sqlite3.Connection) -> list[tuple[str, str]]:
 
 def _replace_person(restored: Path, live: Path, person: str) -> None:
     """One person's rows replaced by the archive's, in one transaction on the live file."""
-    with closing(sqlite3.connect(live, timeout=30, isolation_level=None)) as db:
-        db.execute("ATTACH DATABASE ? AS snap", (f"file:{restored}?mode=ro",))
+    with closing(sqlite3.connect(live, uri=True, timeout=30, isolation_level=None)) as db:
+        db.execute("ATTACH DATABASE ? AS snap", (_read_only(restored),))
         db.execute("PRAGMA foreign_keys = OFF")  # rows are deleted and written in order here
         db.execute("BEGIN IMMEDIATE")
         try:

@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     create = commands.add_parser("create", help="hace una copia y la comprueba")
     create.add_argument("--to", type=Path, metavar="CARPETA", help="dónde dejarla")
     listed = commands.add_parser("list", help="las copias guardadas")
+    listed.add_argument(
+        "--in", dest="folder", type=Path, metavar="CARPETA", help="otra carpeta (la de --to)"
+    )
     verify = commands.add_parser("verify", help="comprueba una copia de arriba abajo")
     verify.add_argument("file", type=Path, metavar="FICHERO")
     restore = commands.add_parser("restore", help="vuelve al estado de una copia")
@@ -89,7 +92,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         if args.command == "create":
             made = _create(h, args.to)
         elif args.command == "list":
-            made = _list(h)
+            made = _list(h, args.folder)
         elif args.command == "verify":
             made = _verify(h, _resolve(h, args.file))
         else:
@@ -138,14 +141,15 @@ def _create(h: Household, to: Path | None) -> int:
     return EXIT_OK
 
 
-def _list(h: Household) -> int:
+def _list(h: Household, folder: Path | None) -> int:
     from enlace_agent.snapshot import snapshots
 
-    found = snapshots(h.directory)
+    folder = folder or h.directory
+    found = snapshots(folder)
     if not found:
-        sys.stdout.write(f"No hay copias en {h.directory}.\n")
+        sys.stdout.write(f"No hay copias en {folder}.\n")
         return EXIT_OK
-    sys.stdout.write(f"Copias en {h.directory} (la más reciente primero):\n")
+    sys.stdout.write(f"Copias en {folder} (la más reciente primero):\n")
     for s in found:
         sys.stdout.write(_line(s) + "\n")
     return EXIT_OK
@@ -168,12 +172,13 @@ def _restore(h: Household, file: Path, person: str | None) -> int:
 
     done = restore(h, file, person)
     who = f"Las conversaciones de {person}" if person else "El historial de toda la casa"
-    sys.stdout.write(
-        f"{who} vuelve a estar como el {done.manifest['created']}.\n"
-        f"Para deshacerlo: enlace-assistant snapshot restore {done.undo.path}"
-        + (f" --person {person}" if person else "")
-        + "\n"
-    )
+    sys.stdout.write(f"{who} vuelve a estar como el {done.manifest['created']}.\n")
+    if done.undo is not None:
+        sys.stdout.write(
+            f"Para deshacerlo: enlace-assistant snapshot restore {done.undo.path}"
+            + (f" --person {person}" if person else "")
+            + "\n"
+        )
     if done.settings is not None and person is None:
         sys.stdout.write(
             f"Los ajustes de la copia están en {done.settings} (los de ahora no se han tocado: "
