@@ -161,7 +161,7 @@ def page_round(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=10_000)
     parser.add_argument("--messages", type=int, default=4, help="messages per conversation")
     parser.add_argument("--people", type=int, default=20, help="people (and concurrent chats)")

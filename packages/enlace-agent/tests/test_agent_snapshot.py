@@ -178,7 +178,8 @@ def test_round_trip_a_person_deleted_is_restored_row_by_row(home: dict[str, Any]
     with closing(sqlite3.connect(h.database)) as db:  # sign-ins are untouched by a restore
         assert db.execute("SELECT person FROM sessions").fetchall() == [("Ana",)]
     # The undo snapshot holds the state right before the restore (Luis missing).
-    assert done.undo.kind == "before-restore" and "Luis" not in done.undo.contents["people"]
+    assert done.undo is not None and done.undo.kind == "before-restore"
+    assert "Luis" not in done.undo.contents["people"]
 
     # Whole-household restore: exactly the snapshot's rows.
     Store(h.database).delete_person("Marta")
@@ -197,6 +198,7 @@ def test_a_restore_is_undone_with_its_before_restore_snapshot(home: dict[str, An
     newer = rows(h.database)
     done = snap.restore(h, old.path)  # a mistake: back to before "Algo importante"
     assert rows(h.database) != newer
+    assert done.undo is not None
     snap.restore(h, done.undo.path)
     assert rows(h.database) == newer
 
@@ -592,3 +594,18 @@ def test_restore_on_a_new_machine_with_no_history_yet(
         assert now["messages"] == [r for r in before["messages"] if r[1] in luis]
     code, out, _ = run_cli("list", "--in", str(tmp_path / "usb"))
     assert code == 0 and made.path.name in out
+
+
+def test_the_page_takes_a_snapshot_before_it_migrates_an_old_history(
+    web_page: Callable[..., Any], model_server: Any, tmp_path: Path
+) -> None:
+    database = tmp_path / "web.sqlite3"
+    with closing(sqlite3.connect(database)) as db:
+        db.executescript(f"{MIGRATIONS[0]} PRAGMA user_version = 1;")
+        db.execute("INSERT INTO conversations VALUES ('c1', 'Ana', 'Vieja', 1, 1, '[]')")
+        db.commit()
+    page = web_page()  # the page's history file is tmp_path / "web.sqlite3"
+    assert page.login("Ana").get("/api/conversations").json()["conversations"][0]["id"] == "c1"
+    made = snap.snapshots(tmp_path / "snapshots")
+    assert [s.kind for s in made] == ["before-migration"] and made[0].verified
+    assert made[0].contents["people"] == ["Ana"]
