@@ -106,7 +106,15 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
 
     start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
     try:
-        uvicorn.run(app, host=web.host, port=web.port, log_config=None, access_log=False)
+        uvicorn.run(
+            app,
+            host=web.host,
+            port=web.port,
+            log_config=None,
+            access_log=False,
+            # then the answers still being written are saved and marked (the app's lifespan)
+            timeout_graceful_shutdown=web.shutdown_grace_s,  # pyright: ignore[reportArgumentType]
+        )
     except OSError as exc:
         return fail(f"no se puede escuchar en {web.host}:{web.port}: {exc}", EXIT_FAILED)
     return EXIT_OK

@@ -14,10 +14,11 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from enlace_config.schema.agent import LOOPBACK_HOSTS, WebConfig
 from starlette.applications import Starlette
@@ -32,9 +33,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
 from enlace_agent.web.live import EventDict, LiveTurns
-from enlace_agent.web.store import Session, Store
+from enlace_agent.web.store import Session, Store, StoreBusy
 
 log = logging.getLogger("enlace_agent.web")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 COOKIE = "enlace_session"
 CSRF_HEADER = "x-enlace-csrf"
@@ -71,6 +74,17 @@ MODEL_BROKEN = (
     "El asistente ha tenido un problema con el servidor del modelo. Inténtalo de nuevo; si se "
     "repite, avisa a quien cuida el servidor."
 )
+STORE_BUSY = (
+    "El historial está ocupado ahora mismo (otra tarea lo está usando). Inténtalo de nuevo "
+    "dentro de un momento."
+)
+NOT_SAVED = (
+    "La respuesta no se ha podido guardar: el historial estaba ocupado. Si la necesitas, "
+    "pregunta de nuevo dentro de un momento."
+)
+BAD_TEXT = (
+    "El texto tiene caracteres que no se pueden guardar (quizá medio emoji). Escríbelo de nuevo."
+)
 
 
 class HttpError(Exception):
@@ -94,10 +108,18 @@ class WebApp:
     def __post_init__(self) -> None:
         self.fingerprints = {n: self.store.fingerprint(t) for n, t in self.tokens.items()}
 
+    async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A store call, in a thread (SQLite blocks: never on the event loop); a history file
+        kept busy past `database_timeout_s` is a Spanish 503, not a 500."""
+        try:
+            return await run_in_threadpool(call, *args, **kwargs)
+        except StoreBusy:
+            raise HttpError(503, STORE_BUSY) from None
+
     # ------------------------------------------------------------ request checks
     async def session(self, request: Request) -> Session:
         cookie = request.cookies.get(COOKIE)
-        found = await run_in_threadpool(self.store.session, cookie) if cookie else None
+        found = await self.db(self.store.session, cookie) if cookie else None
         # A session made under another token (changed since, or another person's) is over.
         expected = self.fingerprints.get(found.person) if found else None
         if (
@@ -134,6 +156,10 @@ class WebApp:
             raise HttpError(400, "Petición no válida.") from None
         if not isinstance(data, dict):
             raise HttpError(400, "Petición no válida.")
+        try:  # a lone surrogate ("\ud800") decodes, but can be neither saved nor sent back
+            json.dumps(data, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise HttpError(400, BAD_TEXT) from None
         return data  # pyright: ignore[reportUnknownVariableType]
 
     def question(self, data: Mapping[str, Any]) -> str:
@@ -147,17 +173,28 @@ class WebApp:
         return text.strip()
 
     # ------------------------------------------------------------ one turn, as page events
-    def run_turn(self, person: str, conversation_id: str, question: str) -> Iterator[EventDict]:
-        """The loop's events for the page; the answer (or the Spanish error) is saved before
-        the final event is sent, so a reload right after it finds it in the history."""
+    def run_turn(
+        self, person: str, conversation_id: str, row: int, question: str
+    ) -> Iterator[EventDict]:
+        """The loop's events for the page (in the turn's thread); the answer (or the Spanish
+        error) is saved into `row` before the final event is sent, so a reload right after it
+        finds it in the history."""
+        try:
+            yield from self._turn_events(person, conversation_id, row, question)
+        except StoreBusy:  # the text so far stays saved; the next start-up marks it
+            log.warning("the history file stayed busy: an answer could not be saved")
+            yield {"type": "error", "message": NOT_SAVED}
+
+    def _turn_events(
+        self, person: str, conversation_id: str, row: int, question: str
+    ) -> Iterator[EventDict]:
         history = self.store.history(person, conversation_id)
         try:
             for event in self.assistant.turn(history, question):
                 if isinstance(event, TurnEnd):
                     sources = [s.to_dict() for s in event.sources]
-                    self.store.add_message(
-                        person, conversation_id, "assistant", event.text, sources, event.messages
-                    )
+                    answer = ("assistant", event.text, sources, event.messages)
+                    self.store.finish_answer(person, conversation_id, row, *answer)
                 yield event.to_dict()
         except ModelError as exc:
             log.warning("model server failed: %s", type(exc).__name__)
@@ -168,8 +205,34 @@ class WebApp:
                 if isinstance(exc, ModelUnavailable)
                 else MODEL_BROKEN
             )
-            self.store.add_message(person, conversation_id, "error", message)
+            self.store.finish_answer(person, conversation_id, row, "error", message)
             yield {"type": "error", "message": message}
+
+    async def start_turn(self, person: str, conversation_id: str | None, question: str) -> str:
+        """Saves the question (in a new conversation when `conversation_id` is None) and starts
+        answering it; returns the conversation. Refused (409, 429) before anything is saved."""
+        if conversation_id is not None and self.live.get(conversation_id) is not None:
+            raise HttpError(409, "Espera a que termine la respuesta anterior.")
+        cap = self.config.max_answers_per_person
+        if self.live.count(person) >= cap:
+            raise HttpError(
+                429, f"Ya tienes {cap} respuestas en marcha: espera a que termine alguna."
+            )
+        # Reserved on the event loop right after the checks; the question is saved in a thread.
+        live = self.live.reserve(person, conversation_id)
+        try:
+            conversation_id, row = await self.db(
+                self.store.start_answer, person, conversation_id, question
+            )
+        except KeyError:  # deleted meanwhile
+            self.live.release(live)
+            raise HttpError(404, "Esa conversación no existe.") from None
+        except BaseException:
+            self.live.release(live)
+            raise
+        cid = conversation_id
+        self.live.start(live, cid, row, lambda: self.run_turn(person, cid, row, question))
+        return cid
 
 
 Handler = Callable[[WebApp, Request], Awaitable[Response]]
@@ -208,9 +271,7 @@ async def login(web: WebApp, request: Request) -> Response:
     if name not in web.tokens or (expected is not None and not matches):
         raise HttpError(401, "Nombre o clave incorrectos.")
     lifetime_s = web.config.session_days * 86400
-    token, _ = await run_in_threadpool(
-        web.store.create_session, name, lifetime_s, web.fingerprints[name]
-    )
+    token, _ = await web.db(web.store.create_session, name, lifetime_s, web.fingerprints[name])
     response = JSONResponse({"ok": True})
     response.set_cookie(COOKIE, token, max_age=int(lifetime_s), httponly=True, samesite="strict")
     return response
@@ -219,7 +280,7 @@ async def login(web: WebApp, request: Request) -> Response:
 async def logout(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
-    await run_in_threadpool(web.store.end_session, request.cookies.get(COOKIE, ""))
+    await web.db(web.store.end_session, request.cookies.get(COOKIE, ""))
     response = JSONResponse({"ok": True})
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -239,7 +300,7 @@ async def me(web: WebApp, request: Request) -> Response:
 
 async def list_conversations(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
-    found = await run_in_threadpool(
+    found = await web.db(
         web.store.conversations, session.person, web.config.max_conversations_listed
     )
     return JSONResponse({"conversations": found})
@@ -250,41 +311,24 @@ async def new_conversation(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
     question = web.question(await web.read_json(request))
-    conversation_id = await run_in_threadpool(
-        web.store.create_conversation, session.person, question
-    )
-    return start_turn(web, session.person, conversation_id, question)
+    conversation_id = await web.start_turn(session.person, None, question)
+    return JSONResponse({"id": conversation_id}, 202)
 
 
 async def ask(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
     conversation_id = request.path_params["cid"]
-    if not await run_in_threadpool(web.store.owns, session.person, conversation_id):
+    if not await web.db(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
     question = web.question(await web.read_json(request))
-    if web.live.get(conversation_id) is not None:
-        raise HttpError(409, "Espera a que termine la respuesta anterior.")
-    return start_turn(web, session.person, conversation_id, question)
-
-
-def start_turn(web: WebApp, person: str, conversation_id: str, question: str) -> Response:
-    # On the event loop, not awaited: no other request can start a turn in this conversation
-    # between the check in `live.start` and the question being saved.
-    web.store.add_message(person, conversation_id, "user", question)
-    started = web.live.start(
-        conversation_id, lambda: web.run_turn(person, conversation_id, question)
-    )
-    if started is None:
-        raise HttpError(409, "Espera a que termine la respuesta anterior.")
+    await web.start_turn(session.person, conversation_id, question)
     return JSONResponse({"id": conversation_id}, 202)
 
 
 async def show_conversation(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
-    found = await run_in_threadpool(
-        web.store.conversation, session.person, request.path_params["cid"]
-    )
+    found = await web.db(web.store.conversation, session.person, request.path_params["cid"])
     if found is None:
         raise HttpError(404, "Esa conversación no existe.")
     found["answering"] = web.live.get(found["id"]) is not None
@@ -295,7 +339,7 @@ async def events(web: WebApp, request: Request) -> Response:
     """The answer being written, as server-sent events from its first event; `idle` when none."""
     session = await web.session(request)
     conversation_id = request.path_params["cid"]
-    if not await run_in_threadpool(web.store.owns, session.person, conversation_id):
+    if not await web.db(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
     live = web.live.get(conversation_id)
 
@@ -407,7 +451,17 @@ async def server_fault(request: Request, exc: Exception) -> Response:
 def create_app(
     config: WebConfig, assistant: Assistant, store: Store, tokens: Mapping[str, str | None]
 ) -> ASGIApp:
-    web = WebApp(config, assistant, store, dict(tokens), LiveTurns())
+    cut = store.mark_interrupted()  # answers a kill or a power cut left half-written
+    if cut:
+        log.info("%d answer(s) cut by the last stop marked as interrupted", cut)
+    live = LiveTurns(store, config.answer_save_interval_s)
+    web = WebApp(config, assistant, store, dict(tokens), live)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncGenerator[None]:
+        yield
+        await live.stop()  # SIGTERM, Ctrl-C: the answers being written are saved and marked
+
     routes = [
         Route("/", route(web, index)),
         Route("/api/people", route(web, people)),
@@ -424,5 +478,6 @@ def create_app(
     app = Starlette(
         routes=[*routes, Mount("/static", static)],
         exception_handlers={HTTPException: framework_error, Exception: server_fault},
+        lifespan=lifespan,
     )
     return PageGuard(app, config)

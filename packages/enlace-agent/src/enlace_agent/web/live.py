@@ -1,14 +1,25 @@
 """Answers being written: each turn runs the assistant's loop in its own thread, and its events
 are kept in memory until the answer is saved, so any number of page loads (a reload mid-answer
-included) can follow it from the start. Keyed by conversation: one answer at a time in each."""
+included) can follow it from the start. One answer at a time in each conversation, a few at a
+time per person (the caller checks both on the event loop, then reserves).
+
+The text of every answer being written is saved every `save_interval_s` (all of them in one
+write, only those that grew), and on the way out (`stop`), so a kill or a power cut loses at most
+the last few seconds; at the next start-up `Store.mark_interrupted` marks what was cut.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from enlace_agent.web.store import Store, StoreError
 
 log = logging.getLogger("enlace_agent.web")
 
@@ -19,21 +30,36 @@ FINAL = {"end", "error"}
 class LiveTurn:
     """The events of one answer. Written from the turn's thread, read on the event loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, person: str, conversation_id: str | None
+    ) -> None:
         self.loop = loop
+        self.person = person
+        self.conversation_id = conversation_id  # None while a new conversation is being saved
+        self.row: int | None = None  # the answer's row in the store, once the turn runs
         self.events: list[EventDict] = []
+        self.text = ""  # the answer's text so far, as the page shows it
+        self.saved = ""  # what of it the store has
         self.done = False
         self._changed = asyncio.Event()
 
     def push(self, event: EventDict) -> None:
-        """Thread-safe: hands the event to the loop."""
-        self.loop.call_soon_threadsafe(self._append, event)
+        """Thread-safe: hands the event to the loop (none left once the page has stopped)."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            self.loop.call_soon_threadsafe(self._append, event)
 
     def _append(self, event: EventDict) -> None:
         self.events.append(event)
+        if event["type"] == "text":
+            self.text += event["text"]
         self.done = self.done or event["type"] in FINAL
         self._changed.set()
         self._changed = asyncio.Event()
+
+    def close(self) -> None:
+        """No more events (a turn that never ran): its followers stop waiting."""
+        self.done = True
+        self._changed.set()
 
     async def follow(self, keepalive_s: float) -> AsyncIterator[EventDict | None]:
         """Every event from the first, then each new one until the final; None when
@@ -53,23 +79,35 @@ class LiveTurn:
 
 
 class LiveTurns:
-    def __init__(self) -> None:
-        self._turns: dict[str, LiveTurn] = {}
+    def __init__(self, store: Store, save_interval_s: float) -> None:
+        self.store = store
+        self.save_interval_s = save_interval_s
+        self._live: list[LiveTurn] = []  # reserved or running
+        self._saver: asyncio.Task[None] | None = None
 
     def get(self, conversation_id: str) -> LiveTurn | None:
-        return self._turns.get(conversation_id)
+        return next((t for t in self._live if t.conversation_id == conversation_id), None)
+
+    def count(self, person: str) -> int:
+        return sum(t.person == person for t in self._live)
+
+    def reserve(self, person: str, conversation_id: str | None) -> LiveTurn:
+        """Counts a turn whose question is about to be saved (`start` or `release` follows).
+        On the event loop, right after the caller's checks: nothing runs in between."""
+        live = LiveTurn(asyncio.get_running_loop(), person, conversation_id)
+        self._live.append(live)
+        return live
+
+    def release(self, live: LiveTurn) -> None:
+        """A reserved turn that will not run (its question could not be saved)."""
+        self._end(live)
 
     def start(
-        self,
-        conversation_id: str,
-        run: Callable[[], Iterator[EventDict]],
-    ) -> LiveTurn | None:
-        """Runs `run()` in a thread, its events pushed to a new live turn; None when this
-        conversation already has an answer being written. Called on the event loop."""
-        if conversation_id in self._turns:
-            return None
-        live = LiveTurn(asyncio.get_running_loop())
-        self._turns[conversation_id] = live
+        self, live: LiveTurn, conversation_id: str, row: int, run: Callable[[], Iterator[EventDict]]
+    ) -> None:
+        """Runs `run()` in a thread, its events pushed to `live`, the answer's text saved as it
+        grows into `row`. Called on the event loop."""
+        live.conversation_id, live.row = conversation_id, row
 
         def work() -> None:
             try:
@@ -79,10 +117,50 @@ class LiveTurns:
                 log.exception("a turn failed")
                 live.push({"type": "error", "message": UNEXPECTED})
             finally:
-                live.loop.call_soon_threadsafe(self._turns.pop, conversation_id, None)
+                with contextlib.suppress(RuntimeError):  # the page has stopped
+                    live.loop.call_soon_threadsafe(self._end, live)
 
         threading.Thread(target=work, name=f"turn-{conversation_id[:8]}", daemon=True).start()
-        return live
+        if self._saver is None or self._saver.done():
+            self._saver = asyncio.get_running_loop().create_task(self._keep_saving())
+
+    def _end(self, live: LiveTurn) -> None:
+        if live in self._live:
+            self._live.remove(live)
+        if not live.done:
+            live.close()
+
+    async def _keep_saving(self) -> None:
+        while any(t.row is not None for t in self._live):
+            await asyncio.sleep(self.save_interval_s)
+            await self.save()
+
+    async def save(self) -> None:
+        """Saves, in one write, the text of every answer being written that grew since."""
+        grown = [
+            (t, t.row, t.text)
+            for t in self._live
+            if t.row is not None and not t.done and t.text != t.saved
+        ]
+        if not grown:
+            return
+        try:
+            await run_in_threadpool(self.store.save_partial, {row: text for _, row, text in grown})
+        except StoreError as exc:  # busy: the next round tries again
+            log.warning("could not save the answers being written: %s", exc)
+            return
+        for live, _, text in grown:
+            live.saved = text
+
+    async def stop(self) -> None:
+        """The page is stopping: the answers still being written are saved as they are and
+        marked as interrupted (their threads die with the process)."""
+        if self._saver is not None:
+            self._saver.cancel()
+        await self.save()
+        marked = await run_in_threadpool(self.store.mark_interrupted)
+        if marked:
+            log.info("stopping: %d answer(s) being written saved as interrupted", marked)
 
 
 UNEXPECTED = "El asistente ha tenido un problema inesperado. Inténtalo de nuevo."

@@ -55,7 +55,12 @@ def store_for(
 ) -> Store:
     """The history store; the default folder is Enlace's own (made 0700 even when it exists)."""
     path = Path(config.database) if config.database else default_path(env)
-    return Store(path, before_migration, private_folder=config.database is None)
+    return Store(
+        path,
+        before_migration,
+        private_folder=config.database is None,
+        timeout_s=config.database_timeout_s,
+    )
 
 
 def build_app(assistant: Assistant, env: Mapping[str, str]) -> ASGIApp:

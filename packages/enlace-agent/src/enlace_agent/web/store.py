@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from enlace_config.schema.agent import WebConfig
+
 from enlace_agent.settings import data_dir
 
 MIGRATIONS: tuple[str, ...] = (
@@ -63,10 +65,19 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 TITLE_CHARS = 60
+WRITING = "writing"  # the role of an answer being written (until it ends or is marked cut)
+INTERRUPTED = (
+    "(La respuesta se interrumpió: Enlace se detuvo mientras la escribía. Vuelve a preguntar si "
+    "la necesitas entera.)"
+)
 
 
 class StoreError(RuntimeError):
     """The history file cannot be used (unreadable, or written by a newer Enlace)."""
+
+
+class StoreBusy(StoreError):
+    """Another writer held the history file for longer than the store's timeout."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +102,16 @@ class Store:
         before_migration: Callable[[Path, int], None] | None = None,
         *,
         private_folder: bool = False,
+        timeout_s: float | None = None,
     ) -> None:
         """`before_migration(path, found)` runs before an existing file at schema `found` is
         migrated (the snapshot hook). `private_folder`: the folder is Enlace's own and is made
-        0700 even when it exists (one named in the configuration is only created 0700)."""
+        0700 even when it exists (one named in the configuration is only created 0700).
+        `timeout_s`: how long a write waits for another writer (None: the schema's default),
+        then `StoreBusy`."""
         self.path = path
+        default: float = WebConfig.model_fields["database_timeout_s"].default
+        self.timeout_s = default if timeout_s is None else timeout_s
         self.key_path = Path(f"{path}.key")  # the server's secret for session fingerprints
         self._key: bytes | None = None
         try:
@@ -115,11 +131,17 @@ class Store:
 
     @contextmanager
     def _db(self) -> Generator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=30)) as db:
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA foreign_keys = ON")
-            with db:
-                yield db
+        """A connection in one transaction; `StoreBusy` when the file stays locked."""
+        try:
+            with closing(sqlite3.connect(self.path, timeout=self.timeout_s)) as db:
+                db.row_factory = sqlite3.Row
+                db.execute("PRAGMA foreign_keys = ON")
+                with db:
+                    yield db
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            raise StoreBusy(f"the history file {self.path} is busy: {exc}") from None
 
     # ---------------------------------------------------------------- sessions
     def fingerprint(self, access_token: str | None) -> str:
@@ -167,16 +189,8 @@ class Store:
 
     # ---------------------------------------------------------------- conversations
     def create_conversation(self, person: str, first_question: str) -> str:
-        conversation_id = secrets.token_hex(16)
-        title = " ".join(first_question.split())[:TITLE_CHARS] or "Conversación"
-        now = time.time()
         with self._db() as db:
-            db.execute(
-                "INSERT INTO conversations (id, person, title, created, updated) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, person, title, now, now),
-            )
-        return conversation_id
+            return _new_conversation(db, person, first_question, time.time())
 
     def conversations(self, person: str, limit: int) -> list[dict[str, Any]]:
         with self._db() as db:
@@ -204,10 +218,10 @@ class Store:
             ).fetchone()
             if head is None:
                 return None
-            rows = db.execute(
+            rows = db.execute(  # an answer being written is followed live, not read from here
                 "SELECT role, content, sources, created FROM messages "
-                "WHERE conversation_id = ? ORDER BY id",
-                (conversation_id,),
+                "WHERE conversation_id = ? AND role != ? ORDER BY id",
+                (conversation_id, WRITING),
             ).fetchall()
         messages = [{**dict(r), "sources": json.loads(r["sources"])} for r in rows]
         return {**dict(head), "messages": messages}
@@ -221,38 +235,96 @@ class Store:
             ).fetchone()
         return json.loads(row["history"]) if row else []
 
-    def add_message(
+    # ---------------------------------------------------------------- answers
+    def start_answer(
+        self, person: str, conversation_id: str | None, question: str
+    ) -> tuple[str, int]:
+        """Saves a question with the answer that will follow it (role `writing`, empty), in a
+        new conversation when `conversation_id` is None; returns the conversation and the
+        answer's row. KeyError when the conversation is not this person's."""
+        now = time.time()
+        with self._db() as db:
+            if conversation_id is None:
+                conversation_id = _new_conversation(db, person, question, now)
+            elif not db.execute(
+                "UPDATE conversations SET updated = ? WHERE id = ? AND person = ?",
+                (now, conversation_id, person),
+            ).rowcount:
+                raise KeyError(conversation_id)
+            _insert_message(db, conversation_id, "user", question, now)
+            return conversation_id, _insert_message(db, conversation_id, WRITING, "", now)
+
+    def save_partial(self, texts: Mapping[int, str]) -> None:
+        """The text so far of answers being written (answer row -> text), in one write."""
+        with self._db() as db:
+            db.executemany(
+                "UPDATE messages SET content = ? WHERE id = ? AND role = ?",
+                [(text, row, WRITING) for row, text in texts.items()],
+            )
+
+    def finish_answer(
         self,
         person: str,
         conversation_id: str,
+        row: int,
         role: str,
         content: str,
         sources: Sequence[Mapping[str, Any]] = (),
         history: Sequence[Mapping[str, Any]] | None = None,
-    ) -> None:
-        """A message shown on the page (`user`, `assistant` or `error`); `history`, when given,
-        replaces what the model will see next turn."""
+    ) -> bool:
+        """The answer in `row` as the page shows it from now on (`assistant` or `error`);
+        `history`, when given, replaces what the model will see next turn. False (and nothing
+        changes) when it was no longer being written: marked as interrupted on the way out."""
         now = time.time()
         saved = None if history is None else json.dumps(list(history), ensure_ascii=False)
         with self._db() as db:
-            updated = db.execute(
-                "UPDATE conversations SET updated = ?, history = COALESCE(?, history) "
-                "WHERE id = ? AND person = ?",
-                (now, saved, conversation_id, person),
+            done = db.execute(
+                "UPDATE messages SET role = ?, content = ?, sources = ?, created = ? "
+                "WHERE id = ? AND role = ? AND conversation_id IN "
+                "(SELECT id FROM conversations WHERE id = ? AND person = ?)",
+                (role, content, _json(sources), now, row, WRITING, conversation_id, person),
             ).rowcount
-            if updated != 1:
-                raise KeyError(conversation_id)
-            db.execute(
-                "INSERT INTO messages (conversation_id, role, content, sources, created) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (
-                    conversation_id,
-                    role,
-                    content,
-                    json.dumps(list(sources), ensure_ascii=False),
-                    now,
-                ),
-            )
+            if done:
+                db.execute(
+                    "UPDATE conversations SET updated = ?, history = COALESCE(?, history) "
+                    "WHERE id = ? AND person = ?",
+                    (now, saved, conversation_id, person),
+                )
+        return bool(done)
+
+    def mark_interrupted(self) -> int:
+        """Every answer still being written becomes an answer with its text so far and the
+        `INTERRUPTED` note, and the model's history gains its question and that answer (so the
+        next turn sees both, user and assistant alternating). For a restart after a kill or a
+        power cut, and for the answers a stopping page leaves. Returns how many."""
+        now = time.time()
+        with self._db() as db:
+            cut = db.execute(
+                "SELECT id, conversation_id, content FROM messages WHERE role = ? ORDER BY id",
+                (WRITING,),
+            ).fetchall()
+            for answer in cut:
+                question = db.execute(
+                    "SELECT content FROM messages WHERE conversation_id = ? AND id < ? "
+                    "AND role = 'user' ORDER BY id DESC LIMIT 1",
+                    (answer["conversation_id"], answer["id"]),
+                ).fetchone()
+                partial = answer["content"].strip()
+                text = f"{partial}\n\n{INTERRUPTED}" if partial else INTERRUPTED
+                db.execute(
+                    "UPDATE messages SET role = 'assistant', content = ? WHERE id = ?",
+                    (text, answer["id"]),
+                )
+                turn = [{"role": "user", "content": question["content"] if question else ""}]
+                turn.append({"role": "assistant", "content": text})
+                history = db.execute(
+                    "SELECT history FROM conversations WHERE id = ?", (answer["conversation_id"],)
+                ).fetchone()["history"]
+                db.execute(
+                    "UPDATE conversations SET history = ?, updated = ? WHERE id = ?",
+                    (_json([*json.loads(history), *turn]), now, answer["conversation_id"]),
+                )
+        return len(cut)
 
     # ---------------------------------------------------------------- a person's whole history
     def export(self, person: str) -> dict[str, Any]:
@@ -273,13 +345,42 @@ class Store:
         return count
 
 
+def _new_conversation(db: sqlite3.Connection, person: str, first_question: str, now: float) -> str:
+    conversation_id = secrets.token_hex(16)
+    title = _title(first_question) or "Conversación"
+    db.execute(
+        "INSERT INTO conversations (id, person, title, created, updated) VALUES (?, ?, ?, ?, ?)",
+        (conversation_id, person, title, now, now),
+    )
+    return conversation_id
+
+
+def _title(text: str) -> str:
+    return " ".join(text.split())[:TITLE_CHARS]
+
+
+def _insert_message(
+    db: sqlite3.Connection, conversation_id: str, role: str, content: str, now: float
+) -> int:
+    cursor = db.execute(
+        "INSERT INTO messages (conversation_id, role, content, created) VALUES (?, ?, ?, ?)",
+        (conversation_id, role, content, now),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def _json(value: Any) -> str:
+    return json.dumps(list(value), ensure_ascii=False)
+
+
 def migrate(db: sqlite3.Connection) -> None:
     """Brings `db` to `SCHEMA_VERSION`."""
     found: int = db.execute("PRAGMA user_version").fetchone()[0]
     if found > SCHEMA_VERSION:
         raise StoreError(
-            f"the history file has schema version {found}, newer than this Enlace knows "
-            f"({SCHEMA_VERSION}): update enlace-agent"
+            f"el historial tiene la versión de esquema {found}, más nueva que la que conoce "
+            f"este Enlace ({SCHEMA_VERSION}): actualiza enlace-agent"
         )
     db.execute("PRAGMA journal_mode = WAL")
     for version in range(found, SCHEMA_VERSION):
@@ -334,5 +435,8 @@ def read_or_make_key(path: Path) -> bytes:
     except (OSError, UnicodeDecodeError) as exc:
         raise StoreError(f"cannot read the session key {path}: {exc}") from None
     if len(text) != 64 or not all(c in "0123456789abcdef" for c in text):
-        raise StoreError(f"the session key {path} is damaged: delete it (everyone signs in again)")
+        raise StoreError(
+            f"la clave de las sesiones {path} está dañada: bórrala (todos tendrán que volver a "
+            "entrar)"
+        )
     return text.encode()

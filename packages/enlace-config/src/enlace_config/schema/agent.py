@@ -206,6 +206,20 @@ class WebConfig(StrictModel):
     stall_timeout_s: PositiveFloat = 60.0
     """The page tells the family the assistant is not answering after this many seconds without
     any news on the event stream (signs of life included)."""
+    max_answers_per_person: int = Field(default=3, ge=1, le=50)
+    """Answers one person may have being written at once (each runs in its own thread); one more
+    is refused with a Spanish message (HTTP 429) until one ends."""
+    answer_save_interval_s: PositiveFloat = 2.0
+    """An answer being written is saved (its text so far) at most this often, all answers in one
+    write: a power cut or a kill loses at most the last few seconds of text."""
+    database_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    """Seconds a write waits for the history file while another writer holds it (a
+    delete-history VACUUM, a slow SD card); then the request is refused with a Spanish message
+    (HTTP 503)."""
+    shutdown_grace_s: float = Field(default=5.0, ge=0, le=600)
+    """On stop (SIGTERM, Ctrl-C), seconds the page lets open answer streams run before closing
+    them; answers still being written are then saved with their text so far and marked as
+    interrupted."""
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
     """Snapshots of the histories and settings (`enlace-assistant snapshot`)."""
 
