@@ -276,11 +276,11 @@ def _create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
         manifest = _manifest(created, kind, copy, members, h)
         with _open_new(partial) as out:
             if sealer is None:
-                _write_tar(out, manifest, members)
+                _write_tar(out, manifest, members, h.config.compress_level)
             else:
                 plain = work / "archive.tar.gz"
                 with _open_new(plain) as tmp:
-                    _write_tar(tmp, manifest, members)
+                    _write_tar(tmp, manifest, members, h.config.compress_level)
                 with plain.open("rb") as source:
                     sealer(source, out, h.passphrase or "", h.config.kdf_log2_n)
             out.flush()
@@ -391,7 +391,9 @@ def _manifest(
     }
 
 
-def _write_tar(out: IO[bytes], manifest: Mapping[str, Any], members: Mapping[str, Path]) -> None:
+def _write_tar(
+    out: IO[bytes], manifest: Mapping[str, Any], members: Mapping[str, Path], level: int
+) -> None:
     def info(name: str, size: int) -> tarfile.TarInfo:
         entry = tarfile.TarInfo(name)
         entry.size, entry.mode, entry.mtime = size, 0o600, int(dt.datetime.now(dt.UTC).timestamp())
@@ -399,7 +401,7 @@ def _write_tar(out: IO[bytes], manifest: Mapping[str, Any], members: Mapping[str
 
     body = json.dumps(manifest, ensure_ascii=False, indent=2).encode()
     with (
-        gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz,
+        gzip.GzipFile(fileobj=out, mode="wb", compresslevel=level, mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar,
     ):
         tar.addfile(info(MANIFEST, len(body)), io.BytesIO(body))
