@@ -328,10 +328,10 @@ def test_a_history_file_from_a_newer_enlace_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "web.sqlite3"
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    with pytest.raises(StoreError, match="newer than this Enlace knows"):
+    with pytest.raises(StoreError, match="más nueva que la que conoce este Enlace"):
         Store(path)
     path.write_bytes(b"not a database" * 100)
-    with pytest.raises(StoreError, match="cannot use the history file"):
+    with pytest.raises(StoreError, match="está dañado o no es un historial de Enlace"):
         Store(path)
 
 

@@ -1,7 +1,8 @@
 """The family web page in a real browser: the system's Chromium, headless, driven by Playwright
 (no browser download). Sends a question, sees the answer stream in with its source link, reloads
-and finds the history; a search result and an answer made of markup stay text; screenshots at
-phone and desktop widths go to artifacts/web/ (git-ignored).
+and finds the history; a search result and an answer made of markup stay text, an answer's
+Markdown renders as DOM nodes (never HTML); screenshots at phone and desktop widths go to
+artifacts/web/ (git-ignored; docs/web/ keeps the README's copy).
 
 Marked `browser` (deselected by default): `scripts/test.sh browser` runs them, and CI with it.
 Chromium comes from `scripts/install-system-deps.sh` (Debian's `chromium`)."""
@@ -28,6 +29,7 @@ ANSWER = (
     "La tortilla de patatas lleva huevos, patatas, aceite de oliva y sal; la cebolla es "
     f"opcional y cada familia tiene su opinión. Lo he buscado: {WIKI}"
 )
+SHOWN = ANSWER.replace(WIKI, "es.wikipedia.org/…")  # the address, as its link reads
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 
@@ -96,22 +98,17 @@ def test_a_question_streams_in_with_its_source_and_stays_after_a_reload(
     link.wait_for()
     assert link.get_attribute("href") == WIKI
     assert link.inner_text() == "Tortilla de patatas - Wikipedia, la enciclopedia libre"
-    assert "(vía duckduckgo)" in answer.locator(".sources").inner_text()
-    assert answer.locator(".text").inner_text() == ANSWER
+    assert answer.locator(".text").inner_text() == SHOWN
+    assert answer.locator(".text a").get_attribute("href") == WIKI  # the raw address, a link
     assert tab.locator("#send").is_enabled()
-
-    ARTIFACTS.joinpath("web").mkdir(parents=True, exist_ok=True)
-    tab.screenshot(path=str(ARTIFACTS / "web" / "desktop.png"))
-    tab.set_viewport_size(PHONE)
-    tab.screenshot(path=str(ARTIFACTS / "web" / "phone.png"))
 
     tab.reload()
     tab.locator(".msg.assistant .sources a").wait_for()
     roles = tab.locator("#messages > li").evaluate_all("items => items.map(i => i.className)")
     assert roles == ["msg user", "msg assistant"]
     assert tab.locator(".msg.user").inner_text() == "¿Qué lleva la tortilla de patatas?"
-    assert tab.locator(".msg.assistant .text").inner_text() == ANSWER
-    listed = tab.locator("#conversations a")
+    assert tab.locator(".msg.assistant .text").inner_text() == SHOWN
+    listed = tab.locator("#conversations .title")
     assert listed.all_inner_texts() == ["¿Qué lleva la tortilla de patatas?"]
     assert tab.dialogs == []
 
@@ -138,7 +135,7 @@ def test_markup_from_a_search_result_or_the_model_renders_as_text(
     tab.reload()  # the same, read back from the history
     tab.locator(".msg.assistant .sources a").wait_for()
     assert tab.locator("#messages img, #messages script").count() == 0
-    assert tab.locator("#conversations a").inner_text() == XSS
+    assert tab.locator("#conversations .title").inner_text() == XSS
     assert tab.dialogs == []
 
 
@@ -263,7 +260,232 @@ def test_a_reload_mid_answer_finds_the_conversation_and_the_answer_going_on(
     )
     tab.reload()
     assert tab.locator(".msg.user").inner_text() == "Cuéntamelo despacio"
-    tab.locator(".msg.assistant .text", has_text=ANSWER).wait_for()
+    tab.locator(".msg.assistant .text", has_text=SHOWN).wait_for()
     tab.wait_for_function("() => !document.querySelector('#send').disabled")  # the end came
     assert tab.locator(".msg.assistant").count() == 1
-    assert tab.locator(".msg.assistant .text").inner_text() == ANSWER
+    assert tab.locator(".msg.assistant .text").inner_text() == SHOWN
+
+
+# ------------------------------------------------------------------ what the family sees (issue 26)
+
+MARKDOWN = (
+    "He buscado en internet y esto es lo que lleva [1]:\n\n"
+    "- **Huevos** y *patatas*\n"
+    "- Aceite de _oliva_ virgen\n\n"
+    "1. Pela las patatas.\n"
+    "2. Fríelas despacio.\n\n"
+    f"Más en [Wikipedia]({WIKI}) o en "
+    "https://www.example.org/recetas/tortilla-de-patatas-con-cebolla-caramelizada-y-mucho-amor.html.\n"
+    f"**{XSS}** [pulsa aquí](javascript:alert(1)) y [esto](data:text/html,<script>alert(3)</script>)"
+    " y <b>negrita falsa</b>"
+)
+LONG = (
+    "https://www.example.org/recetas/tortilla-de-patatas-con-cebolla-caramelizada-y-mucho-amor.html"
+)
+
+
+def test_each_radio_on_the_sign_in_sits_left_of_its_name(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    page = web_page(
+        people=[{"name": "Ana"}, {"name": "Bruno", "token_env": "TOKEN_BRUNO"}],
+        env={"TOKEN_BRUNO": "bruno-token-0123456789-secret"},
+    )
+    for size in (PHONE, DESKTOP):
+        tab.set_viewport_size(size)
+        tab.goto(page.base + "/")
+        tab.get_by_label("Bruno").check()
+        boxes = tab.evaluate(
+            """() => [...document.querySelectorAll('#people label')].map(label => {
+                const radio = label.querySelector('input').getBoundingClientRect();
+                const range = document.createRange();
+                range.selectNodeContents(label.lastChild);  // the name
+                const name = range.getBoundingClientRect();
+                return {right: radio.right, width: radio.width, middle: (radio.top + radio.bottom) / 2,
+                        left: name.left, top: name.top, bottom: name.bottom};
+            })"""
+        )
+        assert len(boxes) == 2
+        for box in boxes:
+            assert box["width"] < 40, box  # a radio button, not a bar as wide as the form
+            assert box["right"] <= box["left"], box  # left of its name
+            assert box["top"] <= box["middle"] <= box["bottom"], box  # on the same line
+        token = tab.locator("#token").bounding_box()
+        form = tab.locator("#login-form").bounding_box()
+        assert token is not None and form is not None
+        assert token["width"] > 0.9 * form["width"]  # the key field keeps the whole width
+
+
+def test_an_answer_in_markdown_renders_as_safe_text_links_and_lists(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [
+        model_server.call("buscar_en_internet", {"consulta": "tortilla"}),
+        model_server.say(MARKDOWN, pieces=15, delay=0.02),
+    ]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "¿Qué lleva la tortilla?")
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".sources a").wait_for()
+
+    def check() -> None:
+        text = answer.locator(".text")
+        assert text.locator("strong").all_inner_texts() == ["Huevos", XSS]
+        assert text.locator("em").all_inner_texts() == ["patatas", "oliva"]
+        assert text.locator("ul > li").count() == 2
+        assert text.locator("ol > li").all_inner_texts() == [
+            "Pela las patatas.",
+            "Fríelas despacio.",
+        ]
+        links = text.locator("a")
+        assert links.evaluate_all("as => as.map(a => a.href)") == [WIKI, LONG]
+        assert links.first.inner_text() == "Wikipedia"
+        shown = links.nth(1).inner_text()  # a raw address: a short link, not a wall of text
+        assert shown.startswith("example.org") and len(shown) < 30
+        assert links.nth(1).get_attribute("rel") == "noopener noreferrer"
+        whole = text.inner_text()
+        assert "pulsa aquí" in whole and "javascript" not in whole.lower()  # not a link
+        assert "<b>negrita falsa</b>" in whole and "**" not in whole
+        assert "[1]" in whole
+        assert tab.locator("#messages img, #messages script, #messages b").count() == 0
+        # «Fuentes» above the sources, and no provider's name.
+        assert answer.locator(".sources h3").inner_text() == "Fuentes"
+        sources = answer.locator(".sources").inner_text()
+        assert "duckduckgo" not in sources and "vía" not in sources
+        assert "es.wikipedia.org" in sources  # the site, in words a person knows
+
+    check()
+    tab.set_viewport_size(PHONE)
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    tab.reload()  # the same, read back from the history
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".sources a").wait_for()
+    check()
+    assert tab.dialogs == []
+
+
+def test_a_failed_search_is_said_in_spanish_on_the_page(
+    tab: Any, web_page: Callable[..., Any], model_server: Any, http_server: Any
+) -> None:
+    http_server.reply("/lite/", 500, "<p>error</p>")
+    model_server.script = [
+        model_server.call("buscar_en_internet", {"consulta": "tortilla"}),
+        model_server.say("No he podido buscar, pero la tortilla lleva huevo."),
+    ]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "¿Qué lleva la tortilla?")
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".text", has_text="lleva huevo").wait_for()
+    tab.wait_for_function("() => !document.querySelector('#send').disabled")
+    note = answer.locator(".searching")
+    assert (
+        note.inner_text()
+        == "La búsqueda en internet ha fallado: la respuesta puede no estar al día."
+    )
+    assert note.is_visible()
+
+
+def test_the_question_box_has_a_label_and_each_conversation_its_date(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say("Hola.")]
+    page = web_page()
+    sign_in(tab, page.base)
+    tab.get_by_label("Tu pregunta").fill("Hola")
+    tab.get_by_label("Tu pregunta").press("Enter")
+    tab.locator(".msg.assistant .text", has_text="Hola.").wait_for()
+    when = tab.locator("#conversations time")
+    when.wait_for()
+    stamp = when.get_attribute("datetime")
+    assert stamp is not None and stamp.startswith(str(__import__("datetime").date.today().year))
+    assert str(__import__("datetime").date.today().year) in when.inner_text()
+    assert tab.locator("#conversations .title").all_inner_texts() == ["Hola"]
+
+
+def test_a_person_renames_and_deletes_a_conversation_from_the_page(
+    browser: Any, tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say("Uno."), model_server.say("Dos.")]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "Primera pregunta")
+    tab.locator(".msg.assistant .text", has_text="Uno.").wait_for()
+    tab.get_by_role("button", name="Nueva conversación").click()
+    send(tab, "Segunda pregunta")
+    tab.locator(".msg.assistant .text", has_text="Dos.").wait_for()
+    titles = tab.locator("#conversations .title")
+    tab.wait_for_function("() => document.querySelectorAll('#conversations .title').length == 2")
+
+    tab.get_by_role("button", name="Cambiar el nombre de «Primera pregunta»").click()
+    tab.get_by_label("Nuevo nombre").fill("Recetas de casa")
+    tab.get_by_role("button", name="Guardar").click()
+    tab.locator("#conversations .title", has_text="Recetas de casa").wait_for()
+    tab.reload()
+    tab.locator("#conversations .title", has_text="Recetas de casa").wait_for()
+    assert sorted(titles.all_inner_texts()) == ["Recetas de casa", "Segunda pregunta"]
+
+    # Deleting the open conversation asks first, then empties the page.
+    assert tab.locator(".msg.assistant .text").inner_text() == "Dos."
+    tab.get_by_role("button", name="Borrar «Segunda pregunta»").click()
+    tab.get_by_role("button", name="No", exact=True).click()
+    assert titles.count() == 2
+    tab.get_by_role("button", name="Borrar «Segunda pregunta»").click()
+    tab.get_by_role("button", name="Sí, borrar").click()
+    tab.wait_for_function("() => document.querySelectorAll('#conversations li').length == 1")
+    assert titles.all_inner_texts() == ["Recetas de casa"]
+    assert tab.locator("#messages > li").count() == 0
+    tab.reload()
+    tab.locator("#conversations .title").first.wait_for()
+    assert titles.all_inner_texts() == ["Recetas de casa"]
+
+    # Another person cannot delete it, even with its address and their own CSRF token.
+    kept = tab.locator("#conversations a").first.get_attribute("href")
+    assert kept is not None
+    bruno = browser.new_context(viewport=PHONE).new_page()
+    sign_in(bruno, page.base, "Bruno")
+    status = bruno.evaluate(
+        """async (id) => {
+            const me = await (await fetch('/api/me')).json();
+            const answer = await fetch('/api/conversations/' + id, {method: 'DELETE',
+                headers: {'Content-Type': 'application/json', 'X-Enlace-CSRF': me.csrf},
+                body: '{}'});
+            return answer.status;
+        }""",
+        kept.lstrip("#"),
+    )
+    assert status == 404
+    tab.reload()
+    tab.locator("#conversations .title", has_text="Recetas de casa").wait_for()
+    assert tab.dialogs == []
+
+
+def test_screenshots_at_phone_and_desktop_widths(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """The README's pictures (artifacts/web/; docs/web/ holds the copy the README shows)."""
+    model_server.script = [
+        model_server.call("buscar_en_internet", {"consulta": "ingredientes tortilla"}),
+        model_server.say(
+            "He buscado en internet. La tortilla de patatas lleva [1]:\n\n"
+            "- **Huevos** y **patatas**\n- Aceite de oliva y sal\n- Cebolla, *si te gusta*\n\n"
+            "Cada familia tiene su receta."
+        ),
+    ]
+    page = web_page()
+    out = ARTIFACTS / "web"
+    out.mkdir(parents=True, exist_ok=True)
+    tab.set_viewport_size(PHONE)
+    tab.goto(page.base + "/")
+    tab.get_by_label("Ana").wait_for()
+    tab.screenshot(path=str(out / "login-phone.png"))
+    tab.set_viewport_size(DESKTOP)
+    sign_in(tab, page.base)
+    send(tab, "¿Qué lleva la tortilla de patatas?")
+    tab.locator(".msg.assistant .sources a").first.wait_for()
+    tab.screenshot(path=str(out / "desktop.png"))
+    tab.set_viewport_size(PHONE)
+    tab.screenshot(path=str(out / "phone.png"))
+    tab.get_by_role("button", name="Conversaciones").click()
+    tab.screenshot(path=str(out / "list-phone.png"))

@@ -15,6 +15,7 @@ and the English original goes to the debug log (`--debug`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -67,6 +68,25 @@ def data_dir(environ: Mapping[str, str] | None = None) -> Path:
     return _xdg_dir("XDG_DATA_HOME", ".local/share", environ)
 
 
+_OS_REASONS = {
+    errno.EACCES: "no hay permiso",
+    errno.EPERM: "no hay permiso",
+    errno.ENOENT: "no existe",
+    errno.EISDIR: "es una carpeta",
+    errno.ENOTDIR: "una parte de la ruta no es una carpeta",
+    errno.ENOSPC: "no queda espacio en el disco",
+    errno.EROFS: "el disco es de solo lectura",
+    errno.EADDRINUSE: "ya está en uso",
+    errno.EADDRNOTAVAIL: "esa dirección no es de este equipo",
+}
+
+
+def os_reason(exc: OSError) -> str:
+    """What an operating-system error means, in Spanish, for a message to the person (the
+    system's own text is English)."""
+    return _OS_REASONS.get(exc.errno or 0, f"error del sistema {exc.errno}")
+
+
 def parse_env_file(text: str) -> dict[str, str]:
     """`KEY=value` lines (`export` allowed, `#` comments, optional single or double quotes).
 
@@ -105,15 +125,7 @@ def load_env(
         return env
     except (OSError, UnicodeDecodeError) as exc:
         log.debug("cannot read env file %s: %s", path, exc)
-        why = (
-            "no está en UTF-8"
-            if isinstance(exc, UnicodeDecodeError)
-            else "no hay permiso para leerlo"
-            if isinstance(exc, PermissionError)
-            else "es una carpeta"
-            if isinstance(exc, IsADirectoryError)
-            else f"error del sistema {exc.errno}"
-        )
+        why = "no está en UTF-8" if isinstance(exc, UnicodeDecodeError) else os_reason(exc)
         raise error(f"no se puede leer el fichero de claves {path}: {why}") from None
     return {**parse_env_file(text), **env}
 

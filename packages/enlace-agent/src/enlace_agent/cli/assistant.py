@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -254,7 +255,9 @@ def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[st
         )
     else:
         why = "el servidor de modelos respondió algo que no se entiende."
-    return redact(f"{why}\nDetalle: {exc}", secrets)
+    # The server's own words are English (and may quote a model's output): the log's, not here.
+    logging.getLogger("enlace_agent.assistant").debug("model server error: %s", exc)
+    return redact(f"{why} (Con --debug se ve el detalle técnico.)", secrets)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     except WebSetupError as exc:
         return fail(str(exc))
     except StoreError as exc:
-        return fail(f"no se puede usar el historial: {exc}")
+        return fail(f"no se puede usar el historial: {exc}.")
     url_host = f"[{web.host}]" if ":" in web.host else web.host  # an IPv6 address
     if web.host in WILDCARD_HOSTS:  # the page answers only to its own addresses and names
         sys.stderr.write(
@@ -104,6 +104,9 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         sys.stderr.write(f"Enlace: la página está en http://{url_host}:{web.port}/\n")
     from enlace_agent.snapshot import household, start_daily
 
+    refused = _cannot_listen(web.host, web.port)  # uvicorn would only log it, in English
+    if refused:
+        return fail(refused, EXIT_FAILED)
     start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
     try:
         uvicorn.run(
@@ -116,8 +119,47 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
             timeout_graceful_shutdown=web.shutdown_grace_s,  # pyright: ignore[reportArgumentType]
         )
     except OSError as exc:
-        return fail(f"no se puede escuchar en {web.host}:{web.port}: {exc}", EXIT_FAILED)
+        return fail(_listen_error(web.host, web.port, exc), EXIT_FAILED)
     return EXIT_OK
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why the page could not listen on host:port (a trial bind, as uvicorn binds), in Spanish;
+    None when it can."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as trial:
+            trial.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            trial.bind(address)
+    except OSError as exc:
+        return _listen_error(host, port, exc)
+    return None
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> str:
+    import errno
+    import socket
+
+    from enlace_agent.settings import os_reason
+
+    if exc.errno == errno.EADDRINUSE:
+        why = (
+            f"el puerto {port} ya está en uso (¿la página ya está en marcha?): cierra el otro "
+            "programa o elige otro puerto con --port"
+        )
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = (
+            f"no hay permiso para usar el puerto {port} (pasa con los menores de 1024): usa --port"
+        )
+    elif exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        why = f"«{host}» no es una dirección de este equipo: corrige --host o web.host"
+    else:
+        why = os_reason(exc)
+    return f"no se puede escuchar en {host}:{port}: {why}."
 
 
 def _store(args: argparse.Namespace) -> Any:

@@ -335,6 +335,35 @@ async def show_conversation(web: WebApp, request: Request) -> Response:
     return JSONResponse(found)
 
 
+async def rename_conversation(web: WebApp, request: Request) -> Response:
+    """PATCH {title}: the owner renames one conversation (another's is a 404)."""
+    session = await web.session(request)
+    web.check_write(request, session)
+    title = (await web.read_json(request)).get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise HttpError(400, "Escribe un nombre para la conversación.")
+    cid = request.path_params["cid"]
+    saved = await run_in_threadpool(web.store.rename_conversation, session.person, cid, title)
+    if saved is None:
+        raise HttpError(404, "Esa conversación no existe.")
+    return JSONResponse({"id": cid, "title": saved})
+
+
+async def delete_conversation(web: WebApp, request: Request) -> Response:
+    """DELETE: the owner deletes one conversation and its messages (another's is a 404); not
+    while its answer is being written (409)."""
+    session = await web.session(request)
+    web.check_write(request, session)
+    cid = request.path_params["cid"]
+    if not await run_in_threadpool(web.store.owns, session.person, cid):
+        raise HttpError(404, "Esa conversación no existe.")
+    if web.live.get(cid) is not None:
+        raise HttpError(409, "Espera a que termine la respuesta para borrar la conversación.")
+    if not await run_in_threadpool(web.store.delete_conversation, session.person, cid):
+        raise HttpError(404, "Esa conversación no existe.")
+    return JSONResponse({"ok": True})
+
+
 async def events(web: WebApp, request: Request) -> Response:
     """The answer being written, as server-sent events from its first event; `idle` when none."""
     session = await web.session(request)
@@ -471,6 +500,8 @@ def create_app(
         Route("/api/conversations", route(web, list_conversations)),
         Route("/api/conversations", route(web, new_conversation), methods=["POST"]),
         Route("/api/conversations/{cid:str}", route(web, show_conversation)),
+        Route("/api/conversations/{cid:str}", route(web, rename_conversation), methods=["PATCH"]),
+        Route("/api/conversations/{cid:str}", route(web, delete_conversation), methods=["DELETE"]),
         Route("/api/conversations/{cid:str}/messages", route(web, ask), methods=["POST"]),
         Route("/api/conversations/{cid:str}/events", route(web, events)),
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import sqlite3
@@ -23,7 +24,9 @@ from typing import Any
 
 from enlace_config.schema.agent import WebConfig
 
-from enlace_agent.settings import data_dir
+from enlace_agent.settings import data_dir, os_reason
+
+log = logging.getLogger("enlace_agent.web")
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: conversations and their messages.
@@ -117,7 +120,9 @@ class Store:
         try:
             make_private(path, (self.key_path,), private_folder=private_folder)
         except OSError as exc:
-            raise StoreError(f"cannot make the history file {path} private: {exc}") from None
+            raise StoreError(
+                f"no se puede proteger el historial {path} (permisos 0600): {os_reason(exc)}"
+            ) from None
         try:
             if before_migration is not None and path.is_file():
                 with self._db() as db:
@@ -127,7 +132,11 @@ class Store:
             with self._db() as db:
                 migrate(db)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot use the history file {path}: {exc}") from None
+            log.debug("cannot use the history file %s: %s", path, exc)
+            raise StoreError(
+                f"el fichero {path} está dañado o no es un historial de Enlace (con --debug se "
+                "ve el detalle técnico)"
+            ) from None
 
     @contextmanager
     def _db(self) -> Generator[sqlite3.Connection]:
@@ -195,11 +204,35 @@ class Store:
     def conversations(self, person: str, limit: int) -> list[dict[str, Any]]:
         with self._db() as db:
             rows = db.execute(
-                "SELECT id, title, updated FROM conversations WHERE person = ? "
+                "SELECT id, title, created, updated FROM conversations WHERE person = ? "
                 "ORDER BY updated DESC LIMIT ?",
                 (person, limit),
             ).fetchall()
         return [dict(r) for r in rows]
+
+    def rename_conversation(self, person: str, conversation_id: str, title: str) -> str | None:
+        """Gives the conversation `title` (spaces collapsed, cut like a first question's); the
+        title saved, or None when it is not this person's. ValueError for a blank title."""
+        cleaned = _title(title)
+        if not cleaned:
+            raise ValueError("blank title")
+        with self._db() as db:
+            renamed = db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ? AND person = ?",
+                (cleaned, conversation_id, person),
+            ).rowcount
+        return cleaned if renamed else None
+
+    def delete_conversation(self, person: str, conversation_id: str) -> bool:
+        """Deletes the conversation and its messages; False when it is not this person's. The
+        deleted text is overwritten in the file (`secure_delete`), not left in free pages."""
+        with self._db() as db:
+            db.execute("PRAGMA secure_delete = ON")
+            deleted = db.execute(
+                "DELETE FROM conversations WHERE id = ? AND person = ?",
+                (conversation_id, person),
+            ).rowcount
+        return deleted == 1
 
     def owns(self, person: str, conversation_id: str) -> bool:
         with self._db() as db:
@@ -425,15 +458,21 @@ def read_or_make_key(path: Path) -> bytes:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise StoreError(f"cannot create the session key {path}: {exc}") from None
+        raise StoreError(
+            f"no se puede crear la clave de las sesiones {path}: {os_reason(exc)}"
+        ) from None
     else:
         with os.fdopen(fd, "w", encoding="ascii") as out:
             os.fchmod(fd, PRIVATE_FILE)
             out.write(secrets.token_hex(32) + "\n")
     try:
         text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"cannot read the session key {path}: {exc}") from None
+    except UnicodeDecodeError:
+        text = ""  # damaged: said just below
+    except OSError as exc:
+        raise StoreError(
+            f"no se puede leer la clave de las sesiones {path}: {os_reason(exc)}"
+        ) from None
     if len(text) != 64 or not all(c in "0123456789abcdef" for c in text):
         raise StoreError(
             f"la clave de las sesiones {path} está dañada: bórrala (todos tendrán que volver a "

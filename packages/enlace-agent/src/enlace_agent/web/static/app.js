@@ -12,10 +12,10 @@ function el(tag, text, className) {
   return node;
 }
 
-async function api(path, body) {
+async function api(path, body, method) {
   const options = { headers: {}, credentials: "same-origin" };
   if (body !== undefined) {
-    options.method = "POST";
+    options.method = method || "POST";
     options.headers["Content-Type"] = "application/json";
     if (state.me) options.headers["X-Enlace-CSRF"] = state.me.csrf;
     options.body = JSON.stringify(body);
@@ -107,19 +107,94 @@ async function loadList() {
   const { conversations } = await api("/api/conversations");
   const list = $("conversations");
   list.replaceChildren();
-  for (const c of conversations) {
-    const link = el("a", c.title);
-    link.href = "#" + encodeURIComponent(c.id);
-    if (c.id === state.current) link.className = "current";
-    link.addEventListener("click", (event) => {
-      event.preventDefault();
-      $("side").classList.remove("open");
-      openConversation(c.id);
-    });
-    const item = el("li");
-    item.append(link);
-    list.append(item);
-  }
+  for (const c of conversations) list.append(listItem(c));
+}
+
+const WHEN = new Intl.DateTimeFormat("es-ES", { dateStyle: "medium", timeStyle: "short" });
+
+function listItem(c) {
+  const link = el("a");
+  link.href = "#" + encodeURIComponent(c.id);
+  if (c.id === state.current) link.className = "current";
+  const when = new Date(c.updated * 1000);
+  const time = el("time", WHEN.format(when));
+  time.dateTime = when.toISOString();
+  link.append(el("span", c.title, "title"), time);
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    $("side").classList.remove("open");
+    openConversation(c.id);
+  });
+  const rename = iconButton("✎", "Cambiar el nombre de «" + c.title + "»");
+  const remove = iconButton("✕", "Borrar «" + c.title + "»");
+  const item = el("li");
+  item.append(link, rename, remove);
+  rename.addEventListener("click", () => askRename(item, c));
+  remove.addEventListener("click", () => askDelete(item, c));
+  return item;
+}
+
+function iconButton(symbol, label) {
+  const button = el("button", symbol, "icon");
+  button.type = "button";
+  button.setAttribute("aria-label", label);
+  button.title = label;
+  return button;
+}
+
+// Renaming and deleting happen inside the list item (no browser dialogs): a small form, or a
+// question with «Sí, borrar» / «No». Escape or «Cancelar» / «No» puts the item back.
+function askRename(item, c) {
+  const form = el("form");
+  form.className = "rename";
+  const label = el("label", "Nuevo nombre");
+  const input = el("input");
+  input.value = c.title;
+  input.required = true;
+  label.append(input);
+  const save = el("button", "Guardar");
+  save.type = "submit";
+  const cancel = el("button", "Cancelar", "ghost");
+  cancel.type = "button";
+  form.append(label, save, cancel);
+  item.className = "asking";
+  item.replaceChildren(form);
+  const back = () => item.replaceWith(listItem(c));
+  cancel.addEventListener("click", back);
+  input.addEventListener("keydown", (event) => { if (event.key === "Escape") back(); });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      await api("/api/conversations/" + encodeURIComponent(c.id), { title: input.value }, "PATCH");
+      await loadList();
+    } catch (e) {
+      setStatus(e.message);
+    }
+  });
+  input.focus();
+  input.select();
+}
+
+function askDelete(item, c) {
+  const question = el("span", "¿Borrar «" + c.title + "»? No se puede deshacer.");
+  const yes = el("button", "Sí, borrar", "danger");
+  yes.type = "button";
+  const no = el("button", "No", "ghost");
+  no.type = "button";
+  item.className = "asking";
+  item.replaceChildren(question, yes, no);
+  no.addEventListener("click", () => item.replaceWith(listItem(c)));
+  yes.addEventListener("click", async () => {
+    try {
+      await api("/api/conversations/" + encodeURIComponent(c.id), {}, "DELETE");
+      if (state.current === c.id) newConversation();
+      await loadList();
+    } catch (e) {
+      setStatus(e.message);
+      item.replaceWith(listItem(c));
+    }
+  });
+  no.focus();
 }
 
 function newConversation() {
@@ -160,7 +235,8 @@ $("toggle-list").addEventListener("click", () => {
 // ------------------------------------------------------------------ messages
 function addMessage(role, text, sources) {
   const item = el("li", null, "msg " + role);
-  const body = el("div", text, "text");
+  const body = el("div", null, "text");
+  if (role === "assistant") renderMarkdown(body, text); else body.textContent = text;
   item.append(body);
   if (sources && sources.length) item.append(sourceList(sources));
   $("messages").append(item);
@@ -168,26 +244,133 @@ function addMessage(role, text, sources) {
   return item;
 }
 
+// The one check for every link the page makes (sources and answers): http(s) only.
+function httpUrl(raw) {
+  let url = null;
+  try { url = new URL(raw); } catch (e) { return null; }
+  return url.protocol === "https:" || url.protocol === "http:" ? url : null;
+}
+
+function link(url, text) {
+  const a = el("a", text);
+  a.href = url.href;
+  a.rel = "noopener noreferrer";
+  a.target = "_blank";
+  return a;
+}
+
+function site(url) {
+  return url.hostname.replace(/^www\./, "");
+}
+
 function sourceList(sources) {
-  const list = el("ol", null, "sources");
-  list.setAttribute("aria-label", "Fuentes");
+  const box = el("section", null, "sources");
+  const title = el("h3", "Fuentes");
+  const list = el("ol");
   for (const s of sources) {
     const item = el("li");
-    let url = null;
-    try { url = new URL(s.url); } catch (e) { url = null; }
-    if (url && (url.protocol === "https:" || url.protocol === "http:")) {
-      const link = el("a", s.title || url.href);
-      link.href = url.href;
-      link.rel = "noopener noreferrer";
-      link.target = "_blank";
-      item.append(link);
+    const url = httpUrl(s.url);
+    if (url) {
+      item.append(link(url, s.title || url.href), el("span", " · " + site(url), "site"));
     } else {
       item.append(el("span", s.title || ""));
     }
-    if (s.provider) item.append(el("span", " (vía " + s.provider + ")", "provider"));
     list.append(item);
   }
-  return list;
+  box.append(title, list);
+  return box;
+}
+
+// ------------------------------------------------------------------ a safe Markdown subset
+// Paragraphs, «- » and «1. » lists, «#» headings (shown bold), **bold**, *italics* / _italics_,
+// [text](address) and bare addresses. Built as DOM nodes with text in textContent: the model's
+// text never becomes markup, and a link is made only for an address httpUrl accepts.
+function renderMarkdown(container, text) {
+  container.replaceChildren();
+  let block = null;  // the open paragraph or list
+  for (const line of String(text || "").replace(/\r\n?/g, "\n").split("\n")) {
+    const bullet = /^\s*[-*+•]\s+(.*)$/.exec(line);
+    const numbered = /^\s*(\d{1,9})[.)]\s+(.*)$/.exec(line);
+    const heading = /^\s*#{1,6}\s+(.*)$/.exec(line);
+    if (bullet || numbered) {
+      const tag = bullet ? "UL" : "OL";
+      if (!block || block.tagName !== tag) {
+        block = el(tag.toLowerCase());
+        if (numbered && numbered[1] !== "1") block.start = Number(numbered[1]);
+        container.append(block);
+      }
+      const item = el("li");
+      inline(item, bullet ? bullet[1] : numbered[2]);
+      block.append(item);
+    } else if (!line.trim()) {
+      block = null;
+    } else if (heading) {
+      const p = el("p");
+      const strong = el("strong");
+      inline(strong, heading[1]);
+      p.append(strong);
+      container.append(p);
+      block = null;
+    } else {
+      if (block && block.tagName === "P") block.append(el("br"));
+      else { block = el("p"); container.append(block); }
+      inline(block, line);
+    }
+  }
+}
+
+const INLINE = new RegExp([
+  /\[([^\]\n]+)\]\(([^()\s]*(?:\([^()\s]*\)[^()\s]*)*)\)/.source,  // [text](address)
+  /(https?:\/\/[^\s<>"]+)/.source,                                          // a bare address
+  /\*\*(?=\S)(.+?)\*\*/.source,                                              // **bold**
+  /(?<![\p{L}\p{N}_])__(?=\S)(.+?)__(?![\p{L}\p{N}_])/.source,              // __bold__
+  /\*(?=[^\s*])(.+?)\*/.source,                                               // *italics*
+  /(?<![\p{L}\p{N}_])_(?=[^\s_])(.+?)_(?![\p{L}\p{N}_])/.source,            // _italics_
+].join("|"), "u");
+
+function inline(parent, text) {
+  let rest = text;
+  let m;
+  while ((m = INLINE.exec(rest)) !== null) {
+    if (m.index > 0) parent.append(rest.slice(0, m.index));
+    let after = rest.slice(m.index + m[0].length);
+    if (m[1] !== undefined) {
+      const url = httpUrl(m[2]);
+      parent.append(url ? link(url, m[1]) : m[1]);
+    } else if (m[3] !== undefined) {
+      const [address, tail] = trimAddress(m[3]);
+      const url = httpUrl(address);
+      if (url) {
+        const a = link(url, site(url) + (url.pathname.length > 1 || url.search ? "/…" : ""));
+        a.title = url.href;
+        parent.append(a);
+      } else {
+        parent.append(address);
+      }
+      after = tail + after;
+    } else {
+      const strong = m[4] !== undefined || m[5] !== undefined;
+      const node = el(strong ? "strong" : "em");
+      inline(node, m[4] ?? m[5] ?? m[6] ?? m[7]);
+      parent.append(node);
+    }
+    rest = after;
+  }
+  if (rest) parent.append(rest);
+}
+
+// A bare address ends before the punctuation that closes its sentence (and before a «)» it
+// did not open).
+function trimAddress(address) {
+  let end = address.length;
+  for (;;) {
+    const last = address[end - 1];
+    const open = address.slice(0, end).split("(").length - 1;
+    const close = address.slice(0, end).split(")").length - 1;
+    if (".,;:!?»\"'".includes(last) || (last === ")" && close > open)) end -= 1;
+    else break;
+  }
+  return [address.slice(0, end), address.slice(end)];
 }
 
 $("ask").addEventListener("submit", async (event) => {
@@ -229,6 +412,10 @@ function follow(id) {
   const text = answer.querySelector(".text");
   const searching = el("div", null, "searching");
   answer.prepend(searching);
+  let written = "";
+  let searchFailed = false;
+  let drawing = false;
+  const draw = () => { drawing = false; if (written) renderMarkdown(text, written); };
   const source = new EventSource("/api/conversations/" + encodeURIComponent(id) + "/events");
   state.source = source;
   armWatchdog();
@@ -236,20 +423,24 @@ function follow(id) {
     armWatchdog();
     const event = JSON.parse(message.data);
     if (event.type === "text") {
-      text.textContent += event.text;
+      written += event.text;
+      if (!drawing) { drawing = true; requestAnimationFrame(draw); }
       setStatus("Enlace está escribiendo…");
     } else if (event.type === "tool_call") {
       searching.textContent = "Buscando en internet…";
     } else if (event.type === "tool_result") {
-      searching.textContent = event.ok ? "" : "La búsqueda ha fallado.";
+      searchFailed = !event.ok;  // a retry that worked clears it
+      searching.textContent = event.ok ? "" : event.notice;
     } else if (event.type === "end") {
-      text.textContent = event.text;
-      searching.remove();
+      written = event.text;
+      draw();
+      if (!searchFailed) searching.remove();
       if (event.sources.length) answer.append(sourceList(event.sources));
       finish("");
     } else if (event.type === "error") {
       answer.className = "msg error";
       searching.remove();
+      written = "";  // a drawing still pending must not bring the partial answer back
       text.textContent = event.message;
       finish("");
     } else if (event.type === "idle") {
