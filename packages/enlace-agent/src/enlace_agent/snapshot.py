@@ -128,6 +128,7 @@ class Household:
     database: Path
     directory: Path
     config: SnapshotConfig
+    timeout_s: float  # a write waits this long for a busy history file (web.database_timeout_s)
     settings: Mapping[str, Path] = field(default_factory=lambda: {})  # member name -> file
     people: tuple[Mapping[str, str | None], ...] = ()
     model: str | None = None
@@ -160,7 +161,16 @@ def household(
     if snap.passphrase_env is not None:
         passphrase = env.get(snap.passphrase_env, "") or None
     people = tuple({"name": p.name, "token_env": p.token_env} for p in web.people)
-    return Household(database, directory, snap, settings, people, config.model, passphrase)
+    return Household(
+        database,
+        directory,
+        snap,
+        web.database_timeout_s,
+        settings=settings,
+        people=people,
+        model=config.model,
+        passphrase=passphrase,
+    )
 
 
 @dataclass(frozen=True)
@@ -267,7 +277,7 @@ def _create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
     work = _work_dir(h)
     try:
         copy = work / DATABASE
-        _copy_database(h.database, copy)
+        _copy_database(h.database, copy, h.timeout_s)
         _checkpoint("create-copied")
         members = {DATABASE: copy, **h.settings}
         people = work / "people.json"
@@ -321,11 +331,11 @@ def _free_name(directory: Path, created: dt.datetime, kind: str, suffix: str) ->
     raise SnapshotError(f"demasiadas copias con la misma hora en {directory}.")
 
 
-def _copy_database(live: Path, copy: Path) -> None:
+def _copy_database(live: Path, copy: Path, timeout_s: float) -> None:
     """A consistent copy with the online backup API (one read transaction: writers go on in
     WAL mode), then sign-in sessions removed and the copy compacted."""
     with (
-        closing(sqlite3.connect(_read_only(live), uri=True, timeout=30)) as source,
+        closing(sqlite3.connect(_read_only(live), uri=True, timeout=timeout_s)) as source,
         closing(sqlite3.connect(copy)) as target,
     ):
         source.backup(target)
@@ -752,9 +762,9 @@ def restore(h: Household, path: Path, person: str | None = None) -> Restored:
                 Store(h.database)
             _checkpoint("restore-undo-made")
             if person is None:
-                _replace_all(restored, h.database)
+                _replace_all(restored, h.database, h.timeout_s)
             else:
-                _replace_person(restored, h.database, person)
+                _replace_person(restored, h.database, person, h.timeout_s)
             _checkpoint("restore-done")
             settings = _keep_settings(into, h.directory, path)
             return Restored(manifest, undo, person, settings)
@@ -767,7 +777,7 @@ def _person_rows(db: sqlite3.Connection, person: str) -> int:
     return db.execute(query, (person,)).fetchone()[0]
 
 
-def _replace_all(restored: Path, live: Path) -> None:
+def _replace_all(restored: Path, live: Path, timeout_s: float) -> None:
     """The live file becomes the restored one in one write transaction (the backup API into it):
     readers see the old state until the commit; a kill before it leaves the old state. The
     sign-ins of now are kept (a snapshot holds none)."""
@@ -783,7 +793,7 @@ def _replace_all(restored: Path, live: Path) -> None:
         db.execute("DETACH DATABASE live")
     with (
         closing(sqlite3.connect(restored)) as source,
-        closing(sqlite3.connect(live, timeout=30)) as target,
+        closing(sqlite3.connect(live, timeout=timeout_s)) as target,
     ):
         source.backup(
             target,
@@ -825,9 +835,9 @@ def _person_tables(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return list(chosen.items())
 
 
-def _replace_person(restored: Path, live: Path, person: str) -> None:
+def _replace_person(restored: Path, live: Path, person: str, timeout_s: float) -> None:
     """One person's rows replaced by the archive's, in one transaction on the live file."""
-    with closing(sqlite3.connect(live, uri=True, timeout=30, isolation_level=None)) as db:
+    with closing(sqlite3.connect(live, uri=True, timeout=timeout_s, isolation_level=None)) as db:
         db.execute("ATTACH DATABASE ? AS snap", (_read_only(restored),))
         db.execute("PRAGMA foreign_keys = OFF")  # rows are deleted and written in order here
         db.execute("BEGIN IMMEDIATE")
