@@ -480,6 +480,34 @@ class WebPage:
         client.headers["X-Enlace-CSRF"] = client.get("/api/me").json()["csrf"]
         return client
 
+    @staticmethod
+    def ask(client: Any, text: str, cid: str | None = None) -> str:
+        """Asks `text` as the page does (in conversation `cid`, else a new one); its id."""
+        path = f"/api/conversations/{cid}/messages" if cid else "/api/conversations"
+        answer = client.post(path, json={"text": text})
+        assert answer.status_code == 202, answer.text
+        return answer.json()["id"]
+
+    @staticmethod
+    def events(client: Any, cid: str) -> list[dict[str, Any]]:
+        """The answer's events, read from its stream until the final one."""
+        found: list[dict[str, Any]] = []
+        with client.stream("GET", f"/api/conversations/{cid}/events") as response:
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    found.append(json.loads(line[6:]))
+                    if found[-1]["type"] in ("end", "error", "idle"):
+                        break
+        return found
+
+    def answered(self, client: Any, *questions: str) -> list[str]:
+        """One new conversation per question, each answered to the end; their ids."""
+        ids = [self.ask(client, q) for q in questions]
+        for cid in ids:
+            self.events(client, cid)
+        return ids
+
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)

@@ -27,23 +27,6 @@ ENGLISH = re.compile(
 )
 
 
-def events(client: httpx.Client, cid: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    with client.stream("GET", f"/api/conversations/{cid}/events") as response:
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                found.append(json.loads(line[6:]))
-                if found[-1]["type"] in ("end", "error", "idle"):
-                    break
-    return found
-
-
-def ask(client: httpx.Client, text: str) -> str:
-    answer = client.post("/api/conversations", json={"text": text})
-    assert answer.status_code == 202, answer.text
-    return answer.json()["id"]
-
-
 def rename(client: httpx.Client, cid: str, title: Any, **kwargs: Any) -> httpx.Response:
     return client.patch(f"/api/conversations/{cid}", json={"title": title}, **kwargs)
 
@@ -63,9 +46,7 @@ def test_a_person_renames_one_conversation(web_page: Callable[..., Any], model_s
     model_server.script = [model_server.say("Uno."), model_server.say("Dos.")]
     page = web_page()
     ana = page.login("Ana")
-    first, second = ask(ana, "Primera pregunta"), ask(ana, "Segunda pregunta")
-    events(ana, first)
-    events(ana, second)
+    first, _ = page.answered(ana, "Primera pregunta", "Segunda pregunta")
 
     answer = rename(ana, first, "  Recetas\n de   casa ")
     assert answer.status_code == 200, answer.text
@@ -84,10 +65,9 @@ def test_a_person_deletes_one_conversation_and_its_messages(
 ) -> None:
     model_server.script = [model_server.say("Respuesta uno."), model_server.say("Respuesta dos.")]
     page = web_page()
-    ana = page.login("Ana")
-    gone, kept = ask(ana, "Pregunta que se borra"), ask(ana, "Pregunta que se queda")
-    events(ana, gone)
-    events(ana, kept)
+    gone, _ = page.answered(
+        ana := page.login("Ana"), "Pregunta que se borra", "Pregunta que se queda"
+    )
 
     answer = delete(ana, gone)
     assert answer.status_code == 200 and answer.json() == {"ok": True}
@@ -106,8 +86,7 @@ def test_another_person_can_neither_rename_nor_delete(
     model_server.script = [model_server.say("Secreto de Ana.")]
     page = web_page()
     ana, bruno = page.login("Ana"), page.login("Bruno")
-    cid = ask(ana, "Lo mío")
-    events(ana, cid)
+    (cid,) = page.answered(ana, "Lo mío")
     assert delete(bruno, cid).status_code == 404
     assert rename(bruno, cid, "De Bruno").status_code == 404
     assert delete(bruno, cid).json()["error"] == "Esa conversación no existe."
@@ -124,8 +103,7 @@ def test_rename_and_delete_need_the_csrf_token_json_and_this_origin(
     model_server.script = [model_server.say("Hola.")]
     page = web_page()
     ana = page.login("Ana")
-    cid = ask(ana, "Hola")
-    events(ana, cid)
+    (cid,) = page.answered(ana, "Hola")
     csrf = ana.headers.pop("X-Enlace-CSRF")
     assert delete(ana, cid).status_code == 403
     assert rename(ana, cid, "x").status_code == 403
@@ -145,10 +123,10 @@ def test_a_conversation_being_answered_is_not_deleted_under_the_answer(
     model_server.script = [model_server.say("Despacio " * 10, pieces=10, delay=0.2)]
     page = web_page(assistant={"max_tool_rounds": 0})
     ana = page.login("Ana")
-    cid = ask(ana, "Cuéntamelo despacio")
+    cid = page.ask(ana, "Cuéntamelo despacio")
     refused = delete(ana, cid)
     assert refused.status_code == 409 and "Espera" in refused.json()["error"]
-    assert events(ana, cid)[-1]["type"] == "end"
+    assert page.events(ana, cid)[-1]["type"] == "end"
     assert delete(ana, cid).status_code == 200
 
 
@@ -157,8 +135,7 @@ def test_the_list_carries_each_conversations_date(
 ) -> None:
     model_server.script = [model_server.say("Hola.")]
     page = web_page()
-    ana = page.login("Ana")
-    events(ana, ask(ana, "Hola"))
+    page.answered(ana := page.login("Ana"), "Hola")
     (listed,) = ana.get("/api/conversations").json()["conversations"]
     when = dt.datetime.fromtimestamp(listed["created"], dt.UTC)
     assert abs((dt.datetime.now(dt.UTC) - when).total_seconds()) < 60
