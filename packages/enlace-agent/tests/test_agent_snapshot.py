@@ -609,3 +609,30 @@ def test_the_page_takes_a_snapshot_before_it_migrates_an_old_history(
     made = snap.snapshots(tmp_path / "snapshots")
     assert [s.kind for s in made] == ["before-migration"] and made[0].verified
     assert made[0].contents["people"] == ["Ana"]
+
+
+def test_an_answer_being_written_in_the_snapshot_is_restored_as_interrupted(
+    home: dict[str, Any],
+) -> None:
+    from enlace_agent.web.store import INTERRUPTED, WRITING
+
+    h = household(home)
+    fill(h.database, 1)
+    cid = add_conversation(h.database, "Ana", "A medias", ["¿Qué tiempo hace?"])
+    with closing(sqlite3.connect(h.database)) as db, db:
+        db.execute(
+            "INSERT INTO messages (conversation_id, role, content, sources, created) "
+            "VALUES (?, ?, 'Hace sol y', '[]', 1)",
+            (cid, WRITING),
+        )
+    made = snap.create(h)
+    snap.restore(h, made.path)
+    shown = Store(h.database).conversation("Ana", cid)
+    assert shown is not None
+    assert shown["messages"][-1]["role"] == "assistant"
+    assert (
+        shown["messages"][-1]["content"].startswith("Hace sol y")
+        and INTERRUPTED in (shown["messages"][-1]["content"])
+    )
+    code, out, _ = run_cli("restore", "--help")
+    assert code == 0 and "Ejemplo: enlace-assistant snapshot restore" in out

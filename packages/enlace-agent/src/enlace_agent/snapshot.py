@@ -754,6 +754,8 @@ def restore(h: Household, path: Path, person: str | None = None) -> Restored:
                     raise CannotDo(
                         f"la copia no tiene conversaciones de {person} (tiene de: {names})."
                     )
+            # An answer being written when the snapshot was taken ends there, as after a kill.
+            Store(restored).mark_interrupted()
             _checkpoint("restore-read")
             undo = None
             if h.database.is_file():

@@ -38,15 +38,31 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    create = commands.add_parser("create", help="hace una copia y la comprueba")
+    create = commands.add_parser(
+        "create",
+        help="hace una copia y la comprueba",
+        epilog="Ejemplo: enlace-assistant snapshot create --to /media/usb",
+    )
     create.add_argument("--to", type=Path, metavar="CARPETA", help="dónde dejarla")
-    listed = commands.add_parser("list", help="las copias guardadas")
+    listed = commands.add_parser(
+        "list", help="las copias guardadas", epilog="Ejemplo: enlace-assistant snapshot list"
+    )
     listed.add_argument(
         "--in", dest="folder", type=Path, metavar="CARPETA", help="otra carpeta (la de --to)"
     )
-    verify = commands.add_parser("verify", help="comprueba una copia de arriba abajo")
+    verify = commands.add_parser(
+        "verify",
+        help="comprueba una copia de arriba abajo",
+        epilog="Ejemplo: enlace-assistant snapshot verify enlace-snapshot-20261204T030000Z-daily.tar.gz",
+    )
     verify.add_argument("file", type=Path, metavar="FICHERO")
-    restore = commands.add_parser("restore", help="vuelve al estado de una copia")
+    restore = commands.add_parser(
+        "restore",
+        help="vuelve al estado de una copia",
+        epilog="Ejemplo: enlace-assistant snapshot restore "
+        "enlace-snapshot-20261204T030000Z-daily.tar.gz --person Ana (antes se hace una copia "
+        "del estado actual: la orden dice cómo deshacerlo).",
+    )
     restore.add_argument("file", type=Path, metavar="FICHERO")
     restore.add_argument("--person", metavar="NOMBRE", help="solo las conversaciones de NOMBRE")
     for sub in (create, listed, verify, restore):
