@@ -1,6 +1,7 @@
 """Batch-1 decoding of tiny-50m through llama.cpp (the GGUF export in f32, f16, q8_0) beside
 `enlace_model.generate` and transformers (fp32), side by side in one run on this CPU.
 
+    export LLAMA_CPP_LIB_PATH=$(dirname "$(scripts/build-llama-server.sh)")   # llama.cpp's libllama
     uv run --group llamacpp python benchmarks/bench_gguf.py [--threads 2] [--repeats 3] [--new-tokens 64]
 
 Same random weights everywhere (tiny-50m: width 512, 8 layers, vocabulary 32768, tied). The GGUF

@@ -1,33 +1,44 @@
 #!/usr/bin/env bash
-# llama.cpp's `llama-server`, the engine of the home server, built from the llama.cpp that the
-# locked llama-cpp-python vendors (its source package, fetched from the registry by pip and checked
-# against uv.lock's sha256): the same llama.cpp as the `llamacpp` test stage, no other download.
-# Built once per version into ${XDG_CACHE_HOME:-~/.cache}/enlace/ (about 10-15 min on 2 cores);
-# prints the binary's path on stdout, everything else on stderr.
+# llama.cpp, built once per version for both of its uses: the `llama-server` binary (the engine of
+# the home server and of the `chat` test stage) and the shared libraries (libllama, libggml*) that the
+# Python binding llama-cpp-python loads in the `llamacpp` test stage (it is installed without a
+# native build of its own: LLAMA_BUILD=OFF in pyproject's [tool.uv], LLAMA_CPP_LIB_PATH at run time).
+# The source is the llama.cpp that the locked llama-cpp-python vendors (its source package, fetched
+# from the registry by pip and checked against uv.lock's sha256), so the binding's ctypes
+# declarations and the libraries always come from the same commit; no other download.
+# Built into ${XDG_CACHE_HOME:-~/.cache}/enlace/llama.cpp-VERSION/ (9.6 min of CPU, 19 min on 2 busy
+# cores; then nothing); prints the binary's path on stdout (the libraries lie next to it), the rest
+# on stderr.
 #
 #   LLAMA_SERVER=$(scripts/build-llama-server.sh)
 #   "$LLAMA_SERVER" -m enlace-chat.gguf --jinja --port 8080
+#   LLAMA_CPP_LIB_PATH=$(dirname "$LLAMA_SERVER") uv run --group llamacpp python -m llama_cpp.server ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 entry=$(grep -A12 '^name = "llama-cpp-python"$' uv.lock)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' <<<"$entry" | head -1)
 sha256=$(sed -n 's/^sdist = .*hash = "sha256:\([0-9a-f]*\)".*/\1/p' <<<"$entry" | head -1)
 [ -n "$version" ] && [ -n "$sha256" ] || { echo "llama-cpp-python's sdist is not in uv.lock" >&2; exit 1; }
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/enlace/llama-server-$version"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/enlace/llama.cpp-$version"
 bin="$cache/build/bin/llama-server"
-if [ ! -x "$bin" ]; then
+if [ ! -x "$bin" ] || [ ! -f "$cache/build/bin/libllama.so" ]; then
   start=$SECONDS
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work" >&2
+  # pip through uv (a fresh Debian's python3 has no pip); pip, not uv, because uv downloads no sdist.
+  uvx --quiet --from pip pip download --quiet --no-deps --no-binary :all: \
+    "llama-cpp-python==$version" -d "$work" >&2
   archive="$work/llama_cpp_python-$version.tar.gz"
   echo "$sha256  $archive" | sha256sum --check --quiet - >&2
   tar -xzf "$archive" -C "$work"
   rm -rf "$cache/build"
+  # Shared libraries, so the binding loads the very libllama the server links; the build tree's
+  # absolute RPATH keeps the server finding them where they were built.
   cmake -S "$work/llama_cpp_python-$version/vendor/llama.cpp" -B "$cache/build" \
-    -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >&2
-  cmake --build "$cache/build" --target llama-server -j "$(nproc)" >&2
-  echo "built llama-server $version in $((SECONDS - start))s: $bin" >&2
+    -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_CUDA=OFF \
+    -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=ON >&2
+  cmake --build "$cache/build" --target llama-server llama -j "$(nproc)" >&2
+  echo "built llama.cpp $version (llama-server, libllama) in $((SECONDS - start))s: $bin" >&2
 fi
 echo "$bin"

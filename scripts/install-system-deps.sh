@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Install the system tools that scripts/remote.sh and its tests need, from the system's package
-# manager (Debian/Ubuntu apt): OpenSSH client and server, rsync and tmux; and Chromium, which the
-# web page's browser tests drive headless (Playwright with the system's browser: no download). Idempotent: does nothing
-# when every tool is present, and runs `apt-get update` only when the package lists cannot provide
-# what is missing. Called by .ci/run before the tests; safe to run by hand (as root or with sudo).
+# Install the system tools the tests need, from the system's package manager (Debian/Ubuntu apt):
+# OpenSSH client and server, rsync and tmux (scripts/remote.sh and its tests); Chromium, which the
+# web page's browser tests drive headless (Playwright with the system's browser: no download); and
+# cmake, g++ and make, which build llama.cpp (scripts/build-llama-server.sh). Idempotent: does
+# nothing when every tool is present, and runs `apt-get update` only when the package lists cannot
+# provide what is missing. Called by scripts/test.sh before its stages; safe to run by hand (as
+# root, or as a user with sudo).
 set -euo pipefail
 
 # tool path or command -> Debian package that provides it
@@ -13,10 +15,13 @@ declare -A provider=(
   [rsync]=rsync
   [tmux]=tmux
   [chromium]=chromium
+  [cmake]=cmake
+  [g++]=g++
+  [make]=make
 )
 
 missing=()
-for tool in ssh /usr/sbin/sshd rsync tmux chromium; do
+for tool in ssh /usr/sbin/sshd rsync tmux chromium cmake g++ make; do
   if [[ $tool == /* ]]; then
     [ -x "$tool" ] && continue
   else
@@ -26,13 +31,13 @@ for tool in ssh /usr/sbin/sshd rsync tmux chromium; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system deps: openssh-client, openssh-server, rsync, tmux, chromium already installed"
+  echo "system deps: openssh-client, openssh-server, rsync, tmux, chromium, cmake, g++, make already installed"
   exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "system deps: missing ${missing[*]} and apt-get is not available; install them with your" \
-    "system's package manager" >&2
+  echo "system deps: missing ${missing[*]} and apt-get is not available (not a Debian or Ubuntu" \
+    "system): install these packages with your system's package manager, then run the tests again" >&2
   exit 1
 fi
 
@@ -41,7 +46,8 @@ if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then
     sudo=(sudo)
   else
-    echo "system deps: missing ${missing[*]}; run this script as root (or install sudo)" >&2
+    echo "system deps: missing ${missing[*]}; installing them needs root and sudo is not" \
+      "available: run \`scripts/install-system-deps.sh\` as root once, then the tests again" >&2
     exit 1
   fi
 fi

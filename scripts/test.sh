@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The single test entry of Enlace: what README.md names and what CI (.ci/run) runs.
 #
+# First it installs the system tools the stages need when any is missing (scripts/install-system-deps.sh:
+# apt-get, through sudo when not root; where neither works it says what to install and stops), so on a
+# fresh machine the README's two commands are the whole set-up. Then:
+#
 #   1. each package's own tests, in an environment that holds only that package, its declared
 #      dependencies and its dev group (`uv run --exact --package`), so an undeclared dependency fails;
 #   2. the cross-package tests in tests/, in the full workspace environment;
@@ -9,23 +13,36 @@
 #   4. the family web page in a real browser (the system's Chromium, headless: the tests marked
 #      `browser`, deselected elsewhere), in enlace-agent's own environment;
 #   5. lint (ruff) and types (pyright);
-#   6. llamacpp: the GGUF export run by the real llama.cpp (llama-cpp-python, built from the
-#      registry's source package into uv's cache the first time: tens of minutes on 2 cores, then
-#      seconds), in its own environment .venvs/llamacpp with the `llamacpp` dependency group;
+#   6. llamacpp: the GGUF export run by the real llama.cpp: llama-cpp-python (its Python code only,
+#      installed in seconds into its own environment .venvs/llamacpp with the `llamacpp` group) over
+#      the libllama of scripts/build-llama-server.sh (LLAMA_CPP_LIB_PATH), on two novels of the
+#      shared data or, without them, on the smoke corpus built into enlace-data;
 #   7. chat: scripts/chat-cpu.sh from nothing to a chat model (base smoke -> SFT, its time printed:
-#      the README's "under 10 minutes"), exported to GGUF, served by llama.cpp's llama-server
-#      (scripts/build-llama-server.sh: built once per version into ~/.cache/enlace, 10-15 min on 2
-#      cores) and asked a question through the assistant, which calls the search tool against a
-#      local fixture page;
+#      the README's "under 10 minutes"), exported to GGUF, served by llama.cpp's llama-server and
+#      asked a question through the assistant, which calls the search tool against a local fixture
+#      page;
 #   8. lm-eval: `enlace-train lm-eval` on a task defined from local files, in its own environment
 #      .venvs/lm-eval with the optional `lm-eval` extra (datasets, transformers: too heavy for the
 #      package's dev group). A missing lm_eval fails the stage instead of skipping the test.
+# llama.cpp is compiled once per version for stages 6 and 7 (scripts/build-llama-server.sh: the
+# server and the shared libraries into ~/.cache/enlace, ~10 min of CPU, then nothing).
 #
 # Usage: scripts/test.sh [stage ...]
 #   stages: packages cross promises browser lint llamacpp chat lm-eval (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+
+if ! command -v uv >/dev/null 2>&1; then
+  echo "scripts/test.sh: uv is not on PATH. Install it (curl -LsSf https://astral.sh/uv/install.sh | sh," \
+    "or pipx install uv), open a new shell and run scripts/test.sh again." >&2
+  exit 2
+fi
+bash scripts/install-system-deps.sh || {
+  echo "scripts/test.sh: stopped before the stages: the system tools are not installed. Fix what the" \
+    "lines above say, then run scripts/test.sh again (or scripts/install-system-deps.sh alone)." >&2
+  exit 1
+}
 
 export UV_COMPILE_BYTECODE=1          # importing torch without bytecode costs seconds per process
 if [ -z "${ENLACE_SHARED_DATA:-}" ] && [ -d ../shared/data ]; then
@@ -77,12 +94,22 @@ browser_tests() {  # Chromium from scripts/install-system-deps.sh; a missing one
     pytest packages/enlace-agent -m browser -q -p no:cacheprovider
 }
 
+llama_cpp() {  # the llama-server binary's path; its folder holds the shared libraries
+  local start=$SECONDS server
+  server=$(bash scripts/build-llama-server.sh) || return 1
+  echo "llama.cpp ready in $((SECONDS - start))s (built once per version into ~/.cache/enlace)" >&2
+  echo "$server"
+}
+
 llamacpp_tests() {
-  local env="$root/.venvs/llamacpp" start=$SECONDS rc=0
+  local env="$root/.venvs/llamacpp" start rc=0 server
+  server=$(llama_cpp) || return 1
+  start=$SECONDS
   UV_PROJECT_ENVIRONMENT="$env" uv sync --locked --group llamacpp --quiet || return 1
-  echo "llama-cpp-python installed in $((SECONDS - start))s (a cold build from source is long; uv's cache makes it seconds)"
-  UV_PROJECT_ENVIRONMENT="$env" uv run --locked --group llamacpp \
-    pytest tests/test_llamacpp.py -m llamacpp -q -p no:cacheprovider || rc=$?
+  echo "llama-cpp-python (without a libllama of its own) installed in $((SECONDS - start))s"
+  LLAMA_CPP_LIB_PATH=$(dirname "$server") UV_PROJECT_ENVIRONMENT="$env" \
+    uv run --locked --group llamacpp \
+    pytest tests/test_llamacpp.py -m llamacpp -q -rP -p no:cacheprovider || rc=$?
   [ "$rc" -eq 5 ] && { echo "the llama.cpp tests collected nothing" >&2; return 1; }
   return "$rc"
 }
@@ -90,7 +117,7 @@ llamacpp_tests() {
 chat_tests() {  # the runs go to runs/test-chat, fresh each time
   local runs="$root/runs/test-chat" server
   rm -rf "$runs"
-  server=$(bash scripts/build-llama-server.sh) &&
+  server=$(llama_cpp) &&
     bash scripts/chat-cpu.sh --runs "$runs" --no-chat &&
     uv run --locked enlace-model export "$runs/sft-cpu" "$runs/chat-q8_0.gguf" --format gguf --type q8_0 &&
     ENLACE_GGUF_CHAT_MODEL="$runs/chat-q8_0.gguf" ENLACE_LLAMA_SERVER="$server" \

@@ -1,9 +1,12 @@
-"""The GGUF export run by the real llama.cpp (llama-cpp-python, built from the registry's source
-package): the `llamacpp` stage of scripts/test.sh, deselected from the default run.
+"""The GGUF export run by the real llama.cpp (llama-cpp-python over the libllama that
+scripts/build-llama-server.sh builds, named by LLAMA_CPP_LIB_PATH): the `llamacpp` stage of
+scripts/test.sh, deselected from the default run.
 
 For a SentencePiece model (a tokenizer trained by enlace-data) and a byte-level model:
-- tokenization identical to Enlace's on two whole books, line by line and whole, and on edge
-  strings (accents, ñ, ¿¡, emoji, CJK, tabs, runs of spaces, NFD, empty);
+- tokenization identical to Enlace's on two whole texts, line by line and whole, and on edge
+  strings (accents, ñ, ¿¡, emoji, CJK, tabs, runs of spaces, NFD, empty); the texts are two novels
+  from the shared data when ENLACE_SHARED_DATA holds them, else the smoke corpus built into
+  enlace-data (the same 14 books), so a fresh clone verifies everything and skips nothing;
 - logits within LOGIT_ATOL of Enlace's (float32 weights and KV cache);
 - greedy generation of 64 tokens identical for f32; top-1 agreement >= 98% for q8_0;
 - llama-cpp-python's OpenAI-compatible server answers a chat completion on 127.0.0.1.
@@ -11,6 +14,7 @@ For a SentencePiece model (a tokenizer trained by enlace-data) and a byte-level 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -19,22 +23,32 @@ import sys
 import time
 import unicodedata
 import urllib.request
+from functools import cache
 from pathlib import Path
 
 import pytest
 import torch
 
+if importlib.util.find_spec("llama_cpp") and not os.environ.get("LLAMA_CPP_LIB_PATH"):
+    pytest.fail(
+        "LLAMA_CPP_LIB_PATH is not set: llama-cpp-python is installed without a libllama of its "
+        "own; run `scripts/test.sh llamacpp`, or set it to the folder of the llama-server that "
+        "scripts/build-llama-server.sh prints (the libraries lie next to it)",
+        pytrace=False,
+    )
 llama_cpp = pytest.importorskip("llama_cpp", reason="the llamacpp stage installs llama-cpp-python")
 pytestmark = pytest.mark.llamacpp
 
 from enlace_config.schema.model import ModelConfig  # noqa: E402
 from enlace_data.bytes_tokenizer import ByteTokenizer  # noqa: E402
 from enlace_data.chat import render  # noqa: E402
+from enlace_data.sample import builtin_split  # noqa: E402
 from enlace_data.tokenizer import Tokenizer, train_tokenizer  # noqa: E402
 from enlace_model import atomic_checkpoint, build_model, generate, save_model  # noqa: E402
 from enlace_model.gguf_export import export_gguf  # noqa: E402
 
 BOOKS = ("valera-pepita-jimenez.txt", "unamuno-niebla.txt")
+BUILTIN_CHARS = 300_000  # of the built-in train split, at each end: about one novel
 TRAIN_STEPS = 150
 LOGIT_ATOL = 2e-3  # float32 in both; llama.cpp sums in another order (and in blocks)
 EDGE_STRINGS = [
@@ -62,15 +76,22 @@ EDGE_STRINGS = [
 SPACE_MARKER = "a\u2581b"
 
 
-def shared_books() -> list[Path]:
+@cache
+def texts() -> dict[str, str]:
+    """Two real Spanish texts by name: the two novels from ENLACE_SHARED_DATA/es-pd when both are
+    there, else the smoke corpus built into enlace-data: its train split's first and last
+    BUILTIN_CHARS characters, cut at line ends (Bécquer's prose and verse; the last pages of
+    Unamuno's Niebla and Valera's Pepita Jiménez, the last of the 14 books)."""
     root = os.environ.get("ENLACE_SHARED_DATA")
-    if not root:
-        pytest.skip("ENLACE_SHARED_DATA is not set (the books live in ../shared/data/es-pd)")
-    paths = [Path(root, "es-pd", name) for name in BOOKS]
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        pytest.skip(f"missing shared books: {missing}")
-    return paths
+    paths = [Path(root, "es-pd", name) for name in BOOKS] if root else []
+    if paths and all(p.is_file() for p in paths):
+        return {p.name: p.read_text(encoding="utf-8") for p in paths}
+    train = builtin_split("train").decode("utf-8")
+    start, end = train[:BUILTIN_CHARS], train[-BUILTIN_CHARS:]
+    return {
+        "enlace-data smoke_train.txt (start)": start[: start.rindex("\n") + 1],
+        "enlace-data smoke_train.txt (end)": end[end.index("\n") + 1 :],
+    }
 
 
 def make_run(root: Path, tok: Tokenizer | ByteTokenizer, text: str) -> tuple[torch.nn.Module, Path]:
@@ -117,8 +138,8 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, dict]:
     """{"sp": ..., "bytes": ...}: the Enlace tokenizer, model, and GGUF files (f32, q8_0)."""
-    books = shared_books()
-    lines = [ln for ln in books[0].read_text(encoding="utf-8").splitlines() if ln.strip()]
+    print(f"texts: {', '.join(texts())}")  # shown by the stage's -rP
+    lines = [ln for ln in next(iter(texts().values())).splitlines() if ln.strip()]
     out: dict[str, dict] = {}
     for kind, tok in (
         ("sp", train_tokenizer(lines, vocab_size=2000)),
@@ -157,12 +178,11 @@ def test_tokenization_identical_on_two_books_and_edge_strings(models, kind):
     def same(text: str) -> bool:
         return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) == tok.encode(text)
 
-    for book in shared_books():
-        text = book.read_text(encoding="utf-8")
+    for name, text in texts().items():
         lines = text.splitlines(keepends=True)
         differ = [ln for ln in lines if not same(ln)]
-        assert not differ, f"{book.name}: {len(differ)} of {len(lines)} lines differ: {differ[:3]}"
-        assert same(text), f"{book.name}: the whole book tokenizes differently"
+        assert not differ, f"{name}: {len(differ)} of {len(lines)} lines differ: {differ[:3]}"
+        assert same(text), f"{name}: the whole text tokenizes differently"
     for text in EDGE_STRINGS:
         assert same(text), repr(text)
     assert same(SPACE_MARKER) == (kind == "bytes")  # the documented U+2581 difference
@@ -173,7 +193,7 @@ def test_tokenization_identical_on_two_books_and_edge_strings(models, kind):
 
 
 def book_tokens(tok, n: int) -> list[int]:
-    text = shared_books()[1].read_text(encoding="utf-8")
+    text = list(texts().values())[1]
     return tok.encode(text[20000:40000])[:n]
 
 
