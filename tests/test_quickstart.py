@@ -64,7 +64,9 @@ def fake(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def machine(tmp: Path, *, root: bool, sudo: bool, apt: bool, install_works: bool) -> dict:
+def machine(
+    tmp: Path, *, root: bool, sudo: bool, apt: bool, install_works: bool, uv: bool = True
+) -> dict:
     """The environment of the simulated machine: its PATH, HOME and the call log."""
     bin_dir, log = tmp / "bin", tmp / "calls.log"
     bin_dir.mkdir()
@@ -78,8 +80,11 @@ def machine(tmp: Path, *, root: bool, sudo: bool, apt: bool, install_works: bool
         bin_dir / "id",
         f'[ "$1" = -u ] && {{ echo {0 if root else 1000}; exit; }}\nexec {real_id} "$@"\n',
     )
-    fake(bin_dir / "uv", f'echo "uv $*" >>{log}\necho "fake uv: no registry here" >&2\nexit 1\n')
-    fake(bin_dir / "uvx", f'echo "uvx $*" >>{log}\nexit 1\n')
+    if uv:
+        fake(
+            bin_dir / "uv", f'echo "uv $*" >>{log}\necho "fake uv: no registry here" >&2\nexit 1\n'
+        )
+        fake(bin_dir / "uvx", f'echo "uvx $*" >>{log}\nexit 1\n')
     if sudo:
         fake(bin_dir / "sudo", f'echo "sudo $*" >>{log}\nexec "$@"\n')
     if apt:
@@ -178,3 +183,13 @@ def test_without_apt_or_sudo_it_says_what_to_do(tmp_path, sudo, apt, says):
         assert package in out
     assert not [c for c in calls if c.startswith(("uv", "apt-get"))], calls
     assert "Traceback" not in out
+
+
+def test_without_uv_it_says_how_to_install_it_as_the_readme_does(tmp_path):
+    env = machine(tmp_path, root=True, sudo=True, apt=True, install_works=False, uv=False)
+    proc, calls = run_quickstart(tmp_path, env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    install = "curl -LsSf https://astral.sh/uv/install.sh | sh"
+    assert install in proc.stderr and install in readme
+    assert calls == []
