@@ -636,3 +636,21 @@ def test_an_answer_being_written_in_the_snapshot_is_restored_as_interrupted(
     )
     code, out, _ = run_cli("restore", "--help")
     assert code == 0 and "Ejemplo: enlace-assistant snapshot restore" in out
+
+
+def test_a_snapshot_that_fails_its_check_when_made_is_deleted_and_the_command_fails(
+    home: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-back finds the database inside the new archive damaged (a bad disk)."""
+    h = household(home)
+    fill(h.database, 1)
+
+    def damaged(path: Path, database: Path, manifest: Any) -> None:
+        raise snap.ArchiveRefused(path, "corrupt_database", "su historial está dañado (prueba).")
+
+    monkeypatch.setattr(snap, "_check_database", damaged)
+    with pytest.raises(snap.SnapshotError, match="no pasa la comprobación y se ha borrado"):
+        snap.create(h)
+    assert list(h.directory.iterdir()) == []
+    code, _, err = run_cli("create")
+    assert code == 1 and "se ha borrado" in err and list(h.directory.iterdir()) == []
