@@ -28,6 +28,7 @@ FLAGS = {
     "stream": "--no-stream",
 }
 WEB_COMMANDS = ("serve", "export-history", "delete-history", "end-sessions")
+HOME_COMMANDS = ("doctor", "service", "model")  # cli/home.py
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
 
 
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         "configuración incorrectos. La página web: enlace-assistant serve (--help para sus "
         "opciones); export-history y delete-history NOMBRE para el historial de una persona, "
         "end-sessions NOMBRE para cerrar sus sesiones; "
-        "snapshot (create, list, verify, restore) para las copias de seguridad. "
+        "snapshot (create, list, verify, restore) para las copias de seguridad; "
+        "doctor, service y model para el servidor doméstico. "
         "La configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
         "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).",
@@ -87,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from enlace_agent.cli.snapshot import main as snapshot_main
 
         return snapshot_main(args[1:])
+    if args and args[0] in HOME_COMMANDS:
+        from enlace_agent.cli.home import main as home_main
+
+        return home_main(args)
     return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
 
 

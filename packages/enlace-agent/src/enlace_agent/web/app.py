@@ -14,6 +14,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -102,6 +103,7 @@ class WebApp:
     store: Store
     tokens: Mapping[str, str | None]  # person -> their access token (None: name alone)
     live: LiveTurns
+    env: Mapping[str, str] = field(default_factory=lambda: {})  # for the health checks
     # person -> the fingerprint of their token, which each of their sessions must carry
     fingerprints: dict[str, str] = field(init=False)
 
@@ -252,6 +254,19 @@ def route(web: WebApp, handler: Handler) -> Callable[[Request], Awaitable[Respon
 async def index(web: WebApp, request: Request) -> Response:
     page = resources.files("enlace_agent.web").joinpath("static/index.html").read_bytes()
     return Response(page, media_type="text/html; charset=utf-8")
+
+
+async def health(web: WebApp, request: Request) -> Response:
+    """The home server's health (`enlace_agent.health`, the checks `doctor` prints), without a
+    sign-in: no secret and no conversation text in it; 503 when something needs a person."""
+    from enlace_agent.health import assistant_chain, needs_person, run_checks
+
+    config = web.assistant.config
+    checks = await run_in_threadpool(
+        run_checks, config, web.env, web.store.path, lambda: assistant_chain(web.assistant)
+    )
+    ok = not needs_person(checks)
+    return JSONResponse({"ok": ok, "checks": [c.to_dict() for c in checks]}, 200 if ok else 503)
 
 
 async def people(web: WebApp, request: Request) -> Response:
@@ -478,13 +493,18 @@ async def server_fault(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    config: WebConfig, assistant: Assistant, store: Store, tokens: Mapping[str, str | None]
+    config: WebConfig,
+    assistant: Assistant,
+    store: Store,
+    tokens: Mapping[str, str | None],
+    env: Mapping[str, str] | None = None,
 ) -> ASGIApp:
+    """The page; `env` (default: the process's environment) is what the health checks read."""
     cut = store.mark_interrupted()  # answers a kill or a power cut left half-written
     if cut:
         log.info("%d answer(s) cut by the last stop marked as interrupted", cut)
     live = LiveTurns(store, config.answer_save_interval_s)
-    web = WebApp(config, assistant, store, dict(tokens), live)
+    web = WebApp(config, assistant, store, dict(tokens), live, dict(env or os.environ))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
@@ -493,6 +513,7 @@ def create_app(
 
     routes = [
         Route("/", route(web, index)),
+        Route("/api/health", route(web, health)),
         Route("/api/people", route(web, people)),
         Route("/api/login", route(web, login), methods=["POST"]),
         Route("/api/logout", route(web, logout), methods=["POST"]),

@@ -68,4 +68,5 @@ def build_app(assistant: Assistant, env: Mapping[str, str]) -> ASGIApp:
 
     config = assistant.config.web
     hook = before_migration(household(assistant.config, env))
-    return create_app(config, assistant, store_for(config, env, hook), resolve_tokens(config, env))
+    store = store_for(config, env, hook)
+    return create_app(config, assistant, store, resolve_tokens(config, env), env)

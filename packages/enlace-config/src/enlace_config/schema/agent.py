@@ -169,6 +169,34 @@ class SnapshotConfig(StrictModel):
     time on a chat history)."""
 
 
+class HomeServerConfig(StrictModel):
+    """The home server as a system (`enlace-assistant doctor`, `service`, `model`): the health
+    checks' limits, the services that start on boot and the model versions kept on disk."""
+
+    min_free_disk_mb: int = Field(default=1024, ge=0, le=10_000_000)
+    """`doctor` and /api/health ask for a person when the data directory's disk has less free
+    space than this (MiB)."""
+    max_snapshot_age_h: float = Field(default=48.0, gt=0, le=87_600)
+    """`doctor` asks for a person when the newest verified snapshot is older than this (hours)."""
+    probe_timeout_s: PositiveFloat = 3.0
+    """Seconds a health check waits for the model server's /v1/models (and /health)."""
+    models_dir: str | None = None
+    """Folder of the installed model versions (`enlace-assistant model install`). None:
+    $XDG_DATA_HOME/enlace/models."""
+    llama_server: str | None = None
+    """The llama-server binary the service runs. None: the one scripts/build-llama-server.sh
+    built in $XDG_CACHE_HOME/enlace (the newest version there)."""
+    threads: int | None = Field(default=None, ge=1, le=1024)
+    """llama-server's CPU threads (--threads). None: llama.cpp's own choice."""
+    context_size: int = Field(default=4096, ge=256, le=1_048_576)
+    """llama-server's context window in tokens (--ctx-size), shared by its parallel slots."""
+    parallel: int = Field(default=4, ge=1, le=256)
+    """Conversations llama-server answers at once (--parallel)."""
+    model_ready_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    """The page's service waits this long for the model server's /health before it starts (and
+    systemd retries it after a failure)."""
+
+
 class WebConfig(StrictModel):
     """The family web page (`enlace-assistant serve`): where it listens, who may use it, where the
     histories live and the limits of a request."""
@@ -225,6 +253,8 @@ class WebConfig(StrictModel):
     interrupted."""
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
     """Snapshots of the histories and settings (`enlace-assistant snapshot`)."""
+    home: HomeServerConfig = Field(default_factory=HomeServerConfig)
+    """The home server: health checks, services on boot, model versions."""
 
     def _problems(self) -> Iterator[FieldProblem]:
         if self.keepalive_s >= self.stall_timeout_s:
