@@ -358,7 +358,7 @@ async def rename_conversation(web: WebApp, request: Request) -> Response:
     if not isinstance(title, str) or not title.strip():
         raise HttpError(400, "Escribe un nombre para la conversación.")
     cid = request.path_params["cid"]
-    saved = await run_in_threadpool(web.store.rename_conversation, session.person, cid, title)
+    saved = await web.db(web.store.rename_conversation, session.person, cid, title)
     if saved is None:
         raise HttpError(404, "Esa conversación no existe.")
     return JSONResponse({"id": cid, "title": saved})
@@ -370,11 +370,11 @@ async def delete_conversation(web: WebApp, request: Request) -> Response:
     session = await web.session(request)
     web.check_write(request, session)
     cid = request.path_params["cid"]
-    if not await run_in_threadpool(web.store.owns, session.person, cid):
+    if not await web.db(web.store.owns, session.person, cid):
         raise HttpError(404, "Esa conversación no existe.")
     if web.live.get(cid) is not None:
         raise HttpError(409, "Espera a que termine la respuesta para borrar la conversación.")
-    if not await run_in_threadpool(web.store.delete_conversation, session.person, cid):
+    if not await web.db(web.store.delete_conversation, session.person, cid):
         raise HttpError(404, "Esa conversación no existe.")
     return JSONResponse({"ok": True})
 
