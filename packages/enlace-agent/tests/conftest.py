@@ -573,3 +573,42 @@ def web_page(
     yield start
     for page in started:
         page.stop()
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[[Path, dict[str, str], int], Any]]:
+    """`start(config, env, port)`: `enlace-assistant serve --config CONFIG` as a real process
+    (stderr piped), returned once its page answers on 127.0.0.1:PORT; killed at the end if it
+    still runs."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    started: list[subprocess.Popen[str]] = []
+
+    def start(config: Path, env: dict[str, str], port: int) -> subprocess.Popen[str]:
+        command = [sys.executable, "-m", "enlace_agent.cli.assistant", "serve", "--config"]
+        process = subprocess.Popen(
+            [*command, str(config)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        started.append(process)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/api/people", timeout=2)
+                return process
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    err = process.communicate()[1]
+                    raise AssertionError(f"serve did not start:\n{err}") from None
+                time.sleep(0.1)
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        if process.stderr is not None and not process.stderr.closed:
+            process.stderr.close()
+        process.wait(20)

@@ -393,12 +393,10 @@ def test_serve_refuses_a_bad_setup_with_exit_2(
 
 
 def test_serve_runs_the_page_until_stopped(
-    clean_env: dict[str, str], tmp_path: Path, model_server: Any
+    clean_env: dict[str, str], tmp_path: Path, model_server: Any, serve_process: Any
 ) -> None:
     import signal
     import socket
-    import subprocess
-    import sys
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -409,22 +407,9 @@ def test_serve_runs_the_page_until_stopped(
         f"web:\n  port: {port}\n  people: [{{name: Ana, token_env: TOKEN_ANA}}]\n",
         encoding="utf-8",
     )
-    env = {**clean_env, "TOKEN_ANA": TOKEN_ANA}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "enlace_agent.cli.assistant", "serve", "--config", str(config)],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = serve_process(config, {**clean_env, "TOKEN_ANA": TOKEN_ANA}, port)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
+        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
         assert page.status_code == 200 and "<title>Enlace" in page.text
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
             assert client.post("/api/login", json={"name": "Ana", "token": TOKEN_ANA}).is_success

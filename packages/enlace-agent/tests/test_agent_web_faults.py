@@ -8,8 +8,6 @@ import json
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -137,31 +135,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextmanager
-def serving(config: Path, env: dict[str, str], port: int) -> Iterator[subprocess.Popen[str]]:
-    """`enlace-assistant serve` as a real process, up and answering; stopped at the end."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "enlace_agent.cli.assistant", "serve", "--config", str(config)],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/api/people", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=20)
-
-
 def login(port: int) -> httpx.Client:
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
     assert client.post("/api/login", json={"name": "Ana"}).status_code == 200
@@ -178,7 +151,7 @@ def wait_for(check: Callable[[], bool], what: str, seconds: float = 20) -> None:
 
 @pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
 def test_an_answer_cut_by_a_restart_keeps_its_text_is_marked_and_the_model_sees_it(
-    stop: str, clean_env: dict[str, str], tmp_path: Path, model_server: Any
+    stop: str, clean_env: dict[str, str], tmp_path: Path, model_server: Any, serve_process: Any
 ) -> None:
     port, database = free_port(), tmp_path / "web.sqlite3"
     config = tmp_path / "assistant.yaml"
@@ -193,52 +166,53 @@ def test_an_answer_cut_by_a_restart_keeps_its_text_is_marked_and_the_model_sees_
     )
     partial = "La primera parte de la respuesta,"
     model_server.script = [stalls(model_server, partial)]
-    with serving(config, clean_env, port) as process:
-        ana = login(port)
-        answer = ask(ana, "¿Cuál es la capital de Australia?")
-        assert answer.status_code == 202
-        cid = answer.json()["id"]
-        if stop == "SIGKILL":
+    process = serve_process(config, clean_env, port)
+    ana = login(port)
+    answer = ask(ana, "¿Cuál es la capital de Australia?")
+    assert answer.status_code == 202
+    cid = answer.json()["id"]
+    if stop == "SIGKILL":
 
-            def saved() -> bool:
-                with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
-                    query = "SELECT 1 FROM messages WHERE content LIKE ?"
-                    return db.execute(query, (partial + "%",)).fetchone() is not None
+        def saved() -> bool:
+            with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+                query = "SELECT 1 FROM messages WHERE content LIKE ?"
+                return db.execute(query, (partial + "%",)).fetchone() is not None
 
-            wait_for(saved, "the partial answer in the history file")
-            process.kill()
-        else:
-            # A page follows the answer while the server is stopped.
-            with ana.stream("GET", f"/api/conversations/{cid}/events") as stream:
-                for line in stream.iter_lines():
-                    if line.startswith("data: ") and json.loads(line[6:])["type"] == "text":
-                        break
-                started = time.monotonic()
-                process.send_signal(signal.SIGTERM)
-                process.wait(20)
-            assert time.monotonic() - started < 10
-        ana.close()
+        wait_for(saved, "the partial answer in the history file")
+        process.kill()
+        process.wait(20)
+    else:
+        # A page follows the answer while the server is stopped.
+        with ana.stream("GET", f"/api/conversations/{cid}/events") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data: ") and json.loads(line[6:])["type"] == "text":
+                    break
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            process.wait(20)
+        assert time.monotonic() - started < 10
+    ana.close()
 
     model_server.script = [model_server.say("Canberra, sin duda.")]
-    with serving(config, clean_env, port):
-        ana = login(port)
-        shown = ana.get(f"/api/conversations/{cid}").json()
-        assert shown["answering"] is False
-        assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
-        cut = shown["messages"][1]["content"]
-        assert cut.startswith(partial) and cut.endswith(INTERRUPTED)
-        assert INTERRUPTED.startswith("(La respuesta se interrumpió")
-        assert events(ana, cid) == [{"type": "idle"}]  # nothing replays
-        # The next question: the model sees the cut one, its partial answer, then the new one.
-        answer = ask(ana, "¿Y la de Nueva Zelanda?", cid)
-        assert answer.status_code == 202
-        assert events(ana, cid)[-1]["text"] == "Canberra, sin duda."
-        sent = model_server.bodies[-1]["messages"]
-        assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
-        assert sent[1]["content"] == "¿Cuál es la capital de Australia?"
-        assert sent[2]["content"] == cut
-        assert sent[3]["content"] == "¿Y la de Nueva Zelanda?"
-        ana.close()
+    serve_process(config, clean_env, port)
+    ana = login(port)
+    shown = ana.get(f"/api/conversations/{cid}").json()
+    assert shown["answering"] is False
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
+    cut = shown["messages"][1]["content"]
+    assert cut.startswith(partial) and cut.endswith(INTERRUPTED)
+    assert INTERRUPTED.startswith("(La respuesta se interrumpió")
+    assert events(ana, cid) == [{"type": "idle"}]  # nothing replays
+    # The next question: the model sees the cut one, its partial answer, then the new one.
+    answer = ask(ana, "¿Y la de Nueva Zelanda?", cid)
+    assert answer.status_code == 202
+    assert events(ana, cid)[-1]["text"] == "Canberra, sin duda."
+    sent = model_server.bodies[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[1]["content"] == "¿Cuál es la capital de Australia?"
+    assert sent[2]["content"] == cut
+    assert sent[3]["content"] == "¿Y la de Nueva Zelanda?"
+    ana.close()
 
 
 def test_an_answer_is_saved_as_it_streams_at_a_bounded_rate(
@@ -376,6 +350,9 @@ def test_text_that_cannot_be_encoded_is_refused_with_400_in_spanish(
         refused = ana.post(path, content=LONE, headers=json_headers)
         assert refused.status_code == 400, refused.text
         assert "caracteres" in refused.json()["error"]
+    rename = f"/api/conversations/{cid}"
+    renamed = ana.patch(rename, content='{"title": "\\ud800"}', headers=json_headers)
+    assert renamed.status_code == 400, renamed.text
     for body in ('{"name": "Ana", "token": "\\udc00"}', '{"name": "An\\ud800a"}'):
         refused = page.client().post("/api/login", content=body, headers=json_headers)
         assert refused.status_code == 400, refused.text
