@@ -367,6 +367,25 @@ class ScriptedModel:
 
         return step
 
+    def endless(
+        self, piece: str, *, head: str = "", content_type: str = "text/event-stream"
+    ) -> Step:
+        """A model that never stops writing: `head`, then `piece` over and over (chunked) until the
+        client hangs up or the test ends."""
+
+        def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            h.send_response(200)
+            h.send_header("Content-Type", content_type)
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            if head:
+                _chunk(h, head.encode())
+            data = piece.encode() * max(1, 16_384 // len(piece.encode()))
+            while not self.server.stop.is_set():
+                _chunk(h, data)
+
+        return step
+
     def status(self, code: int, data: Any) -> Step:
         def step(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
             send(h, code, json.dumps(data), "application/json")

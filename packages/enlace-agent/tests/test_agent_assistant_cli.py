@@ -156,7 +156,7 @@ def test_missing_brave_key_exits_2_with_both_ways_out(
     cfg = tmp_path / "assistant.yaml"
     cfg.write_text(json.dumps({"base_url": model_server.base_url}))  # default search: ddg + brave
     code, _, err = chat("--config", str(cfg), "--once", "hola")
-    assert code == 2 and "BRAVE_SEARCH_API_KEY" in err and "--providers duckduckgo" in err
+    assert code == 2 and "BRAVE_SEARCH_API_KEY" in err and "providers: [duckduckgo]" in err
 
 
 def test_no_secret_in_any_output(

@@ -68,6 +68,14 @@ def data_dir(environ: Mapping[str, str] | None = None) -> Path:
     return _xdg_dir("XDG_DATA_HOME", ".local/share", environ)
 
 
+def settings_file(
+    file_name: str, path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The file a setting is read from: `path` when given, else `$XDG_CONFIG_HOME/enlace/<name>`
+    (`search.yaml`, `assistant.yaml`, `.env`). Messages name it, so a person can act on it."""
+    return path if path is not None else config_dir(environ) / file_name
+
+
 _OS_REASONS = {
     errno.EACCES: "no hay permiso",
     errno.EPERM: "no hay permiso",
@@ -116,7 +124,7 @@ def load_env(
 ) -> dict[str, str]:
     """The environment the tools see: the env file's values under the real environment's."""
     env = dict(os.environ if environ is None else environ)
-    path = env_file if env_file is not None else config_dir(env) / ".env"
+    path = settings_file(".env", env_file, env)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -181,7 +189,7 @@ def load_settings(
 
     The file is read by enlace-config's loader (every problem reported with its line)."""
     config = schema()
-    file = path if path is not None else config_dir(environ) / file_name
+    file = settings_file(file_name, path, environ)
     if path is not None or file.is_file():
         if not file.is_file():
             raise error(f"no existe el fichero de configuración {file}")

@@ -5,7 +5,6 @@ Spanish text the model can act on."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar, cast
@@ -57,6 +56,18 @@ def function_spec(name: str, description: str, arguments: type[BaseModel]) -> di
     }
 
 
+PREVIEW_CHARS = 200  # characters of a model's text quoted in a message or a log line
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text` as one short line for a message or a log (a model may send megabytes, or a
+    terminal's escape sequences): control characters and runs of white space become one space,
+    and past `limit` characters it is cut, saying how long it was."""
+    head = "".join(c if c.isprintable() else " " for c in text[: limit + 1])
+    line = " ".join(head.split())
+    return f"{line[:limit]}… ({len(text)} caracteres)" if len(text) > limit else line
+
+
 class BadArguments(ValueError):
     """The arguments a model sent do not fit the tool; the message is Spanish, for the model."""
 
@@ -70,8 +81,10 @@ def parse_arguments(model: type[M], arguments: str | Mapping[str, Any]) -> M:
     """`arguments` (the JSON text a model emits, or a mapping) checked by `model`, else
     `BadArguments` with one Spanish sentence per problem."""
     if isinstance(arguments, str):
+        from enlace_agent.search.models import loads_json
+
         try:
-            arguments = json.loads(arguments or "{}")
+            arguments = loads_json(arguments or "{}")
         except ValueError:
             raise BadArguments("los argumentos no son JSON válido.") from None
     if not isinstance(arguments, Mapping):

@@ -3,12 +3,16 @@ server-sent events or not, over httpx.
 
 `chat()` yields the answer's text as it arrives, then one `Completion`. Every failure is a typed
 `ModelError` naming the server, never holding the API key; a watchdog closes the socket at the
-turn's deadline, so a server that trickles its answer cannot outlast it.
+turn's deadline, so a server that trickles its answer cannot outlast it, and an answer longer than
+`max_answer_chars` (or `max_response_bytes` as sent) stops with `AnswerTooLong`, so one that never
+ends cannot fill the memory. The text is whole characters: a UTF-16 surrogate pair split across
+two stream chunks is joined, a lone half becomes U+FFFD.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +48,11 @@ class ModelResponseError(ModelError):
     unexpected shape, or a stream cut before its end."""
 
 
+class AnswerTooLong(ModelResponseError):
+    """The answer passed `max_answer_chars` characters (or `max_response_bytes` bytes as sent):
+    what came before the limit was already given; the rest is not read."""
+
+
 class ModelNotFound(ModelError):
     """The server does not serve the model asked for; `served` lists what it serves (if known)."""
 
@@ -72,9 +81,14 @@ class ToolCall:
         function = as_object(raw.get("function")) or {}
         name, arguments, call_id = function.get("name"), function.get("arguments"), raw.get("id")
         name = name if isinstance(name, str) else ""
-        if not isinstance(arguments, str):  # some servers send an object
-            arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
         call_id = call_id if isinstance(call_id, str) and call_id else fallback_id
+        if not isinstance(arguments, str):  # some servers send an object
+            try:
+                arguments = json.dumps(
+                    arguments if arguments is not None else {}, ensure_ascii=False
+                )
+            except RecursionError:
+                return cls(call_id, name, "{}", "los argumentos están anidados demasiado.")
         problem = None if name else "la llamada no indica la herramienta (name)."
         return cls(call_id, name, arguments, problem)
 
@@ -180,28 +194,64 @@ class ChatClient:
     def _served_models(self, http: httpx.Client) -> tuple[str, ...]:
         """What GET /models lists (best effort: empty when the server does not say)."""
         try:
-            data = as_object(http.get(self.base_url + "/models", headers=self._headers()).json())
-        except (httpx.HTTPError, ValueError):
+            data = loads_object(
+                http.get(self.base_url + "/models", headers=self._headers()).content
+            )
+        except httpx.HTTPError:
             return ()
         entries = [as_object(e) or {} for e in as_array((data or {}).get("data")) or []]
         return tuple(str(e["id"]) for e in entries if "id" in e)
 
+    def _too_long(self) -> AnswerTooLong:
+        return AnswerTooLong(
+            f"the model server at {self.base_url} sent an answer longer than "
+            f"{self.config.max_answer_chars} characters or {self.config.max_response_bytes} bytes"
+        )
+
     def _read_whole(self, response: httpx.Response) -> Iterator[str | Completion]:
-        choice = _first_choice(self._json(response.read().decode("utf-8", errors="replace")))
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > self.config.max_response_bytes:
+                raise self._too_long()
+        choice = _first_choice(self._json(body.decode("utf-8", errors="replace")))
         message = as_object(choice.get("message")) or {}
         text = message.get("content")
-        text = text if isinstance(text, str) else ""
+        text = whole_characters(text) if isinstance(text, str) else ""
         raw_calls = enumerate(as_array(message.get("tool_calls")) or [])
         calls = tuple(ToolCall.parse(as_object(c) or {}, f"call_{i}") for i, c in raw_calls)
+        room = self.config.max_answer_chars - sum(len(c.name) + len(c.arguments) for c in calls)
+        if len(text) > room:
+            if room > 0:
+                yield text[:room]
+            raise self._too_long()
         if text:
             yield text
         yield Completion(text, calls, _finish(choice))
+
+    def _lines(self, response: httpx.Response) -> Iterator[str]:
+        """The stream's lines, never holding more than `max_response_bytes` of it (httpx's
+        `iter_lines` would gather a line that never ends whole)."""
+        held: list[str] = []
+        for text in response.iter_text():
+            if response.num_bytes_downloaded > self.config.max_response_bytes:
+                raise self._too_long()
+            *ended, rest = _LINE_BREAK.split(text)
+            if ended:
+                yield "".join((*held, ended[0]))
+                yield from ended[1:]
+                held = []
+            held.append(rest)
+        if rest := "".join(held):
+            yield rest
 
     def _read_stream(self, response: httpx.Response, deadline: float) -> Iterator[str | Completion]:
         parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
-        for line in response.iter_lines():
+        room = self.config.max_answer_chars  # characters of text and tool calls still allowed
+        pending = ""  # the first half of a surrogate pair, until the next piece brings the other
+        for line in self._lines(response):
             if time.monotonic() > deadline:
                 raise BudgetExceeded(OUT_OF_TIME)
             data = line[5:].strip() if line.startswith("data:") else None
@@ -214,10 +264,19 @@ class ChatClient:
             delta = as_object(choice.get("delta")) or {}
             content = delta.get("content")
             if isinstance(content, str) and content:
+                content, pending = _hold_half(pending + content)
+                if len(content) > room:
+                    if room > 0:
+                        yield content[:room]
+                    raise self._too_long()
+                room -= len(content)
                 parts.append(content)
-                yield content
+                if content:
+                    yield content
             for raw in as_array(delta.get("tool_calls")) or []:
-                _merge_call_delta(calls, as_object(raw) or {})
+                room -= _merge_call_delta(calls, as_object(raw) or {})
+            if room < 0:
+                raise self._too_long()
             finish = _finish(choice) or finish
         else:
             if finish is None:
@@ -225,8 +284,14 @@ class ChatClient:
                     f"the model server at {self.base_url} ended the stream before the answer was "
                     "complete"
                 )
+        if pending:
+            parts.append(whole_characters(pending))
+            yield parts[-1]
         tool_calls = tuple(
-            ToolCall.parse({"id": c["id"], "function": c}, f"call_{i}")
+            ToolCall.parse(
+                {"id": c["id"], "function": {k: whole_characters(v) for k, v in c.items()}},
+                f"call_{i}",
+            )
             for i, c in enumerate(calls[k] for k in sorted(calls))
         )
         yield Completion("".join(parts), tool_calls, finish)
@@ -243,6 +308,25 @@ class ChatClient:
                 f"the model server at {self.base_url} reported an error: {self._clean(_said(data))}"
             )
         return data
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # a "\r\n" split across pieces gives one empty line more
+
+
+def whole_characters(text: str) -> str:
+    """`text` with its UTF-16 surrogate pairs joined into the characters they encode and every
+    lone surrogate (which no UTF-8 output can hold) replaced by U+FFFD."""
+    if not any("\ud800" <= c <= "\udfff" for c in text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _hold_half(text: str) -> tuple[str, str]:
+    """`text` made whole, and a trailing first half of a surrogate pair held back (the next
+    piece of the stream may bring the other half)."""
+    if text and "\ud800" <= text[-1] <= "\udbff":
+        return whole_characters(text[:-1]), text[-1]
+    return whole_characters(text), ""
 
 
 def _said(data: Mapping[str, Any]) -> str:
@@ -267,8 +351,9 @@ def _finish(choice: Mapping[str, Any]) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
-def _merge_call_delta(calls: dict[int, dict[str, str]], raw: Mapping[str, Any]) -> None:
-    """Streamed tool calls arrive in pieces: the id and name once, the arguments in fragments."""
+def _merge_call_delta(calls: dict[int, dict[str, str]], raw: Mapping[str, Any]) -> int:
+    """Streamed tool calls arrive in pieces: the id and name once, the arguments in fragments.
+    Returns how many characters of name and arguments the piece brought."""
     index = raw.get("index")
     entry = calls.setdefault(
         index if isinstance(index, int) else len(calls), {"id": "", "name": "", "arguments": ""}
@@ -276,7 +361,11 @@ def _merge_call_delta(calls: dict[int, dict[str, str]], raw: Mapping[str, Any]) 
     if isinstance(raw.get("id"), str) and raw["id"]:
         entry["id"] = raw["id"]
     function = as_object(raw.get("function")) or {}
+    brought = 0
     if isinstance(function.get("name"), str) and function["name"]:
         entry["name"] = function["name"]
+        brought += len(entry["name"])
     if isinstance(function.get("arguments"), str):
         entry["arguments"] += function["arguments"]
+        brought += len(function["arguments"])
+    return brought

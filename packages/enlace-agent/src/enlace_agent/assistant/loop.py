@@ -4,7 +4,8 @@
 Tool calls (structured `tool_calls` or `<tool_call>` blocks in the text) run and their output goes
 back to the model only as `tool` messages; a malformed call, an unknown tool or bad arguments go
 back as an error message. Up to `max_tool_rounds` rounds (the last request offers no tools, so the
-model must answer) and `time_budget_s` seconds. `TurnEnd.messages` is the next turn's `history`,
+model must answer), `time_budget_s` seconds, and `max_answer_chars` per answer of the model (a
+longer one is cut with a note). `TurnEnd.messages` is the next turn's `history`,
 without the system prompt.
 """
 
@@ -19,10 +20,10 @@ from typing import Any
 
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent.assistant.client import BudgetExceeded, ChatClient, ToolCall
+from enlace_agent.assistant.client import AnswerTooLong, BudgetExceeded, ChatClient, ToolCall
 from enlace_agent.assistant.prompt import system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
-from enlace_agent.toolkit import Source, Tool, ToolResult, tool_name
+from enlace_agent.toolkit import Source, Tool, ToolResult, preview, tool_name
 
 log = logging.getLogger("enlace_agent.assistant")
 
@@ -30,6 +31,7 @@ Message = dict[str, Any]
 
 NOTE_ROUNDS = "(He llegado al límite de búsquedas para esta pregunta; respondo con lo que tengo.)"
 NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
+NOTE_LENGTH = "(La respuesta era demasiado larga y se ha cortado.)"
 # What the person is told when a tool call fails (the page and the CLI; the log says why).
 NOTE_SEARCH_FAILED = "La búsqueda en internet ha fallado: la respuesta puede no estar al día."
 
@@ -83,7 +85,7 @@ class TurnEnd:
     sources: tuple[Source, ...]
     messages: tuple[Message, ...]
     tool_rounds: int
-    stopped: str | None = None  # "max_tool_rounds" | "time_budget"
+    stopped: str | None = None  # "max_tool_rounds" | "time_budget" | "max_answer_chars"
     elapsed_s: float = field(default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,6 +156,9 @@ class Assistant:
             except BudgetExceeded:
                 yield from self._end(state, parts, "time_budget")
                 return
+            except AnswerTooLong:  # a model that never stops: what it wrote so far, cut
+                yield from self._end(state, parts, "max_answer_chars")
+                return
             calls = [*structured, *shown.calls(f"call_{state.rounds}")]
             if not calls:
                 yield from self._end(state, parts, None)
@@ -209,7 +214,8 @@ class Assistant:
         if tool is None:
             known = ", ".join(self.tools) or "ninguna"
             return ToolResult(
-                f"Error: la herramienta «{call.name}» no existe. Herramientas disponibles: {known}.",
+                f"Error: la herramienta «{preview(call.name)}» no existe. Herramientas "
+                f"disponibles: {known}.",
                 error=True,
             )
         try:
@@ -219,7 +225,12 @@ class Assistant:
             return ToolResult(f"Error: la herramienta «{call.name}» ha fallado.", error=True)
 
     def _end(self, state: _Turn, parts: list[str], stopped: str | None) -> Iterator[Event]:
-        note = {"max_tool_rounds": NOTE_ROUNDS, "time_budget": NOTE_BUDGET}.get(stopped or "")
+        notes = {
+            "max_tool_rounds": NOTE_ROUNDS,
+            "time_budget": NOTE_BUDGET,
+            "max_answer_chars": NOTE_LENGTH,
+        }
+        note = notes.get(stopped or "")
         if note:
             lead = "\n\n" if "".join(parts).strip() else ""
             parts.append(lead + note)

@@ -26,6 +26,11 @@ def build_client(config: AssistantConfig, env: Mapping[str, str]) -> ChatClient:
     return ChatClient(config, Secret(key) if key else None)
 
 
+def search_file(config: AssistantConfig) -> Path | None:
+    """The search settings file `search_config` names (None: the user's search.yaml)."""
+    return Path(config.search_config) if config.search_config else None
+
+
 def assistant_tools(
     config: AssistantConfig,
     env: Mapping[str, str],
@@ -39,8 +44,7 @@ def assistant_tools(
     if config.max_tool_rounds == 0:
         return []
     if chain is None and build_chain:
-        search_file = Path(config.search_config) if config.search_config else None
-        chain = SearchChain(load_search_config(search_file, environ=env), env=env)
+        chain = SearchChain(load_search_config(search_file(config), environ=env), env=env)
     return [SearchTool(chain)]
 
 

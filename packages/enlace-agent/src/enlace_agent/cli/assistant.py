@@ -30,6 +30,9 @@ FLAGS = {
 WEB_COMMANDS = ("serve", "export-history", "delete-history", "end-sessions")
 HOME_COMMANDS = ("doctor", "service", "model")  # cli/home.py
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
+# How to start a model server, in the hint for "nothing answers" (--jinja: the Enlace models' tool
+# calls need the chat template; the port is the default base_url's).
+START_SERVER = "llama-server -m modelo.gguf --jinja --port 8080"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,10 +105,11 @@ def setup_assistant(
     """The assistant and the environment it read (the env file's values included), or the
     Spanish explanation of why it cannot start."""
     from enlace_agent.assistant import build_assistant, load_config
-    from enlace_agent.cli.search import KEY_ENV, missing_key_message
+    from enlace_agent.assistant.setup import search_file
+    from enlace_agent.cli.search import KEY_ENV, missing_key_message, only_duckduckgo_in
     from enlace_agent.search.errors import MissingCredential
     from enlace_agent.search.models import redact
-    from enlace_agent.settings import InvalidOptions, SettingsError, load_env
+    from enlace_agent.settings import InvalidOptions, SettingsError, load_env, settings_file
 
     overrides: dict[str, Any] = {
         "base_url": args.base_url,
@@ -118,12 +122,14 @@ def setup_assistant(
         env = load_env(args.env_file)
         config: AssistantConfig = load_config(args.config, overrides=overrides)
         secrets.extend(k for k in (env.get(config.api_key_env, ""), env.get(KEY_ENV, "")) if k)
-        return build_assistant(config, env), env
+        try:
+            return build_assistant(config, env), env
+        except MissingCredential as exc:
+            file = settings_file("search.yaml", search_file(config), env)
+            return missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))
     except InvalidOptions as exc:
         flags = ", ".join(FLAGS.get(k, k) for k in exc.keys)
         return f"opción no válida: {flags}.\n{exc}"
-    except MissingCredential as exc:
-        return missing_key_message(exc.provider, exc.env_var)
     except SettingsError as exc:
         return f"configuración no válida.\n{redact(str(exc), secrets)}"
 
@@ -189,6 +195,7 @@ def _ask(
         TurnEnd,
     )
     from enlace_agent.search.models import redact
+    from enlace_agent.toolkit import preview
 
     def write(text: str) -> None:
         sys.stdout.write(redact(text, secrets))
@@ -202,7 +209,7 @@ def _ask(
             if isinstance(event, ToolCallStarted):
                 calls[event.id] = data
                 if not as_json:
-                    sys.stderr.write(f"(usando {event.name} {event.arguments})\n")
+                    sys.stderr.write(f"(usando {preview(f'{event.name} {event.arguments}')})\n")
             elif isinstance(event, ToolCallFinished):
                 calls[event.id].update({k: data[k] for k in ("ok", "provider", "sources", "error")})
                 if event.notice and not as_json:
@@ -226,10 +233,34 @@ def _ask(
                         for i, s in enumerate(event.sources, 1)
                     ]
                     write("\n" + ("\nFuentes:\n" + "".join(sources) if sources else ""))
+                if event.stopped in CUT_SHORT:  # an answer, but not a whole one: exit 1, and why
+                    fail(redact(_explain_cut(event.stopped, assistant), secrets), EXIT_FAILED)
+                    return EXIT_FAILED, list(event.messages)
                 return EXIT_OK, list(event.messages)
     except ModelError as exc:
         fail(_explain_model_error(exc, assistant, secrets), EXIT_FAILED)
     return EXIT_FAILED, history
+
+
+CUT_SHORT = ("time_budget", "max_answer_chars")
+
+
+def _explain_cut(stopped: str, assistant: Assistant) -> str:
+    """Why a turn ended before its answer did (`TurnEnd.stopped` in CUT_SHORT), and the fix."""
+    config = assistant.config
+    if stopped == "time_budget":
+        return (
+            f"el servidor de modelos en {config.base_url} no respondió dentro del tiempo máximo "
+            f"de la pregunta ({config.time_budget_s:g} s, búsquedas incluidas). Si el modelo es "
+            "lento, sube time_budget_s en assistant.yaml o usa --time-budget SEGUNDOS."
+        )
+    return (
+        f"el servidor de modelos en {config.base_url} envió una respuesta de más de "
+        f"{config.max_answer_chars} caracteres (o {config.max_response_bytes} bytes) y se cortó: "
+        "un modelo que no para de escribir (revisa el modelo y su plantilla de chat). Si "
+        "respuestas tan largas son normales, sube max_answer_chars (o max_response_bytes) en "
+        "assistant.yaml."
+    )
 
 
 def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[str]) -> str:
@@ -240,8 +271,7 @@ def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[st
     if isinstance(exc, ModelUnavailable):
         why = (
             f"no hay ningún servidor de modelos respondiendo en {config.base_url}. Arráncalo "
-            "(por ejemplo llama-server -m modelo.gguf --port 8080) o corrige base_url en "
-            "assistant.yaml (o --base-url)."
+            f"(por ejemplo {START_SERVER}) o corrige base_url en assistant.yaml (o --base-url)."
         )
     elif isinstance(exc, ModelNotFound):
         served = ", ".join(exc.served) or "el servidor no lo dice"

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,14 +60,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def missing_key_message(provider: str, env_var: str) -> str:
+ONLY_DUCKDUCKGO_FLAG = "añade --providers duckduckgo a la orden"
+
+
+def missing_key_message(
+    provider: str, env_var: str, env: Mapping[str, str], only_duckduckgo: str
+) -> str:
+    """Both ways out, as the command that says it accepts them (tests follow each as written):
+    the key (in the environment, the .env file the command reads, or --env-file), or a search
+    with DuckDuckGo alone (`only_duckduckgo`: this flag, or `only_duckduckgo_in(FILE)`)."""
+    from enlace_agent.settings import settings_file
+
     return (
         f"la búsqueda está configurada para usar {provider} como respaldo, pero la variable de "
         f"entorno {env_var} no está definida. Soluciones: define {env_var} con tu clave de Brave "
-        "Search (en el entorno, en $XDG_CONFIG_HOME/enlace/.env o en un fichero indicado con "
-        "--env-file RUTA), o busca solo con DuckDuckGo: --providers duckduckgo (o un fichero de "
-        "configuración sin brave en «providers»)."
+        f"Search (en el entorno, en el fichero {settings_file('.env', None, env)} o en un "
+        f"fichero indicado con --env-file RUTA), o busca solo con DuckDuckGo: {only_duckduckgo}."
     )
+
+
+def only_duckduckgo_in(search_file: Path) -> str:
+    """The way to DuckDuckGo alone for a command that reads its providers from `search_file`."""
+    if search_file.is_file():
+        return f"en {search_file}, cambia «providers» a «[duckduckgo]»"
+    return f"crea {search_file} con la línea «providers: [duckduckgo]»"
 
 
 def render_text(response: SearchResponse) -> str:
@@ -130,9 +146,10 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
             "providers": parse_providers(args.providers) if args.providers is not None else None,
         }
         config = load_config(args.config, overrides=overrides)
-        chain = SearchChain(config, env=env)
-    except MissingCredential as exc:
-        return fail(missing_key_message(exc.provider, exc.env_var))
+        try:
+            chain = SearchChain(config, env=env)
+        except MissingCredential as exc:
+            return fail(missing_key_message(exc.provider, exc.env_var, env, ONLY_DUCKDUCKGO_FLAG))
     except InvalidOptions as exc:
         return fail(_explain_options(exc.keys, args))
     except SettingsError as exc:

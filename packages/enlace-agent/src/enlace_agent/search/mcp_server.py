@@ -74,19 +74,22 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         from mcp.server.stdio import stdio_server
     except ImportError:
         return fail('falta el SDK de MCP: instálalo con pip install "enlace-agent[mcp]".')
-    from enlace_agent.cli.search import KEY_ENV, missing_key_message
+    from enlace_agent.cli.search import KEY_ENV, missing_key_message, only_duckduckgo_in
     from enlace_agent.search.chain import SearchChain
     from enlace_agent.search.errors import MissingCredential
     from enlace_agent.search.settings import load_config, load_env
     from enlace_agent.search.tool import SearchTool
-    from enlace_agent.settings import SettingsError
+    from enlace_agent.settings import SettingsError, settings_file
 
     try:
         env = load_env(args.env_file)
         secrets.extend(k for k in (env.get(KEY_ENV, ""),) if k)
-        chain = SearchChain(load_config(args.config), env=env)
-    except MissingCredential as exc:
-        return fail(missing_key_message(exc.provider, exc.env_var))
+        config = load_config(args.config)
+        try:
+            chain = SearchChain(config, env=env)
+        except MissingCredential as exc:
+            way_out = only_duckduckgo_in(settings_file("search.yaml", args.config, env))
+            return fail(missing_key_message(exc.provider, exc.env_var, env, way_out))
     except SettingsError as exc:
         return fail(f"configuración de búsqueda no válida.\n{exc}")
     server = build_server(SearchTool(chain))

@@ -121,10 +121,21 @@ def as_object(value: object) -> dict[str, Any] | None:
     return None
 
 
-def loads_object(text: str | bytes) -> dict[str, Any] | None:
+def loads_json(text: str | bytes | bytearray) -> Any:
+    """The JSON value `text` holds; ValueError when it is not JSON (UnicodeDecodeError included)
+    or nested too deeply for Python's reader (RecursionError, which is no ValueError: ~1,000
+    levels, 2,000 characters, fit in any answer, argument or request body). Every JSON reader of
+    the agent reads through here."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
+def loads_object(text: str | bytes | bytearray) -> dict[str, Any] | None:
     """The JSON object `text` holds, or None when it is not JSON or not an object."""
     try:
-        return as_object(json.loads(text))
+        return as_object(loads_json(text))
     except ValueError:  # UnicodeDecodeError included
         return None
 

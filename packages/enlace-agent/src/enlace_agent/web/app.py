@@ -33,6 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
+from enlace_agent.search.models import loads_json
 from enlace_agent.web.live import EventDict, LiveTurns
 from enlace_agent.web.store import Session, Store, StoreBusy
 
@@ -153,8 +154,8 @@ class WebApp:
             if len(body) > limit:
                 raise HttpError(413, "El mensaje es demasiado grande.")
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+            data = loads_json(body)  # deep nesting too: an ordinary 400
+        except ValueError:  # UnicodeDecodeError included
             raise HttpError(400, "Petición no válida.") from None
         if not isinstance(data, dict):
             raise HttpError(400, "Petición no válida.")

@@ -153,7 +153,7 @@ class SnapshotConfig(StrictModel):
     keep_weekly: int = Field(default=4, ge=0, le=520)
     """Verified snapshots kept for the most recent weeks that have one (the newest of each ISO
     week), beyond the daily ones."""
-    passphrase_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    passphrase_env: EnvName | None = None
     """Environment variable holding the passphrase that encrypts new snapshots (needs the
     `snapshot-crypto` extra). None: not encrypted. The passphrase itself never goes here."""
     model_file: str | None = None
@@ -311,6 +311,13 @@ class AssistantConfig(StrictModel):
     read_timeout_s: PositiveFloat = 60.0
     """Seconds allowed between two pieces of the model's answer (the first one included: a large
     prompt takes a while to read)."""
+    max_answer_chars: int = Field(default=50_000, ge=100, le=10_000_000)
+    """Most characters of one answer of the model (its text and its tool calls' arguments, about
+    ten times max_tokens' worth): a model that never stops writing is cut here, and the family is
+    told so, before it fills the memory."""
+    max_response_bytes: int = Field(default=16_000_000, ge=100_000, le=1_000_000_000)
+    """Most bytes the model server may send for one answer (a stream with all its chunks and
+    signs of life, or a whole answer's body); past it the answer is cut like a too-long one."""
     system_prompt: str | None = Field(default=None, min_length=1)
     """Replaces the Spanish default system prompt; `{fecha}` in it becomes today's date in
     Spanish. None: the default prompt."""
