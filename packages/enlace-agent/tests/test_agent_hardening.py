@@ -143,6 +143,24 @@ def test_the_json_helpers_and_the_tool_refuse_deep_nesting_as_ordinary_errors() 
     assert call.problem is not None and "anidad" in call.problem
 
 
+def test_deep_files_of_the_agent_are_corrupt_files_not_crashes(tmp_path: Path) -> None:
+    """The search's cool-down file and a snapshot's manifest and «verified» record: JSON the
+    agent reads from disk (a snapshot may come from anywhere) is corrupt when too deep."""
+    from enlace_agent import snapshot
+    from enlace_agent.search.state import CooldownStore
+
+    state = tmp_path / "search-state.json"
+    state.write_text('{"cooldowns": ' + deep_array(15_000) + "}")
+    assert CooldownStore(state).load() == {}  # ignored, as any corrupt state file
+    archive = tmp_path / f"{snapshot.PREFIX}20261204T000000Z-manual.tar.gz"
+    archive.write_bytes(b"not read here")
+    archive.with_name(archive.name + snapshot.VERIFIED).write_text(deep_array(15_000))
+    (listed,) = snapshot.snapshots(tmp_path)
+    assert listed.verified is None
+    with pytest.raises(snapshot.ArchiveRefused, match="manifiesto no se puede leer"):
+        snapshot._parse_manifest(archive, deep_array(15_000).encode())  # pyright: ignore[reportPrivateUsage]
+
+
 def test_a_deep_request_body_is_an_ordinary_400(web_page: Callable[..., Any]) -> None:
     page = web_page()
     with page.client() as client:

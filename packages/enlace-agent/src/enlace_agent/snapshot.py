@@ -615,9 +615,11 @@ def _read_members(
 
 
 def _parse_manifest(path: Path, body: bytes) -> dict[str, Any]:
+    from enlace_agent.search.models import loads_json  # the agent's one JSON reader
+
     try:
-        manifest = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        manifest = loads_json(body)  # deep nesting too
+    except ValueError:  # UnicodeDecodeError included
         raise ArchiveRefused(
             path, "corrupt", "está dañada: su manifiesto no se puede leer."
         ) from None
@@ -680,13 +682,15 @@ def _created_of(path: Path) -> tuple[dt.datetime, str] | None:
 
 
 def _describe(path: Path) -> Snapshot:
+    from enlace_agent.search.models import loads_json  # the agent's one JSON reader
+
     created, kind = _created_of(path) or (dt.datetime.fromtimestamp(0, dt.UTC), "manual")
     size = path.stat().st_size
     verified: str | None = None
     contents: dict[str, Any] = {}
     side = path.with_name(path.name + VERIFIED)
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        record = json.loads(side.read_text("utf-8"))
+        record = loads_json(side.read_text("utf-8"))
         contents = record["manifest"].get("contents", {})
         if record["size"] == size:
             verified = record["verified"]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from enlace_agent.search.models import as_object
+from enlace_agent.search.models import as_object, loads_json
 from enlace_agent.settings import cache_dir
 
 log = logging.getLogger("enlace_agent.search")
@@ -43,14 +43,14 @@ class CooldownStore:
 
     def load(self) -> dict[str, Cooldown]:
         try:
-            raw = self.path.read_bytes()  # decoded by json.loads: bad bytes are corruption too
+            raw = self.path.read_bytes()  # decoded by loads_json: bad bytes are corruption too
         except FileNotFoundError:
             return {}
         except OSError as exc:
             log.debug("cool-down state %s unreadable (%s); ignoring it", self.path, exc)
             return {}
         try:
-            entries = as_object((as_object(json.loads(raw)) or {}).get("cooldowns"))
+            entries = as_object((as_object(loads_json(raw)) or {}).get("cooldowns"))
             if entries is None:
                 raise TypeError("no `cooldowns` object")
             return {
