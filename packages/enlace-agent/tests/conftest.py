@@ -454,6 +454,22 @@ def in_process(
 
 
 @pytest.fixture
+def assistant_files(
+    http_server: LocalServer, model_server: ScriptedModel, tmp_path: Path
+) -> dict[str, Path]:
+    """{"assistant": assistant.yaml at the scripted model, "search": its search.yaml, asking the
+    local DuckDuckGo Lite page}: the files `enlace-assistant --config` runs with."""
+    url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
+    search = tmp_path / "search.yaml"
+    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
+    assistant = tmp_path / "assistant.yaml"
+    assistant.write_text(
+        json.dumps({"base_url": model_server.base_url, "search_config": str(search)})
+    )
+    return {"assistant": assistant, "search": search}
+
+
+@pytest.fixture
 def search_tool(http_server: LocalServer, tmp_path: Path) -> Any:
     """The real search tool, its chain asking a local DuckDuckGo Lite page (results in Spanish)."""
     from enlace_config.schema.agent import SearchConfig

@@ -22,16 +22,9 @@ MODEL_KEY = "sk-model-key-5e1f0c-DO-NOT-LEAK"
 
 
 @pytest.fixture
-def setup_files(http_server: Any, model_server: Any, tmp_path: Path) -> Path:
+def setup_files(assistant_files: dict[str, Path]) -> Path:
     """assistant.yaml pointing at the scripted model, and its search.yaml at the fixture page."""
-    url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
-    search = tmp_path / "search.yaml"
-    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
-    assistant = tmp_path / "assistant.yaml"
-    assistant.write_text(
-        json.dumps({"base_url": model_server.base_url, "search_config": str(search)})
-    )
-    return assistant
+    return assistant_files["assistant"]
 
 
 @pytest.fixture

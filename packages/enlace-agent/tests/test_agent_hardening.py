@@ -257,16 +257,9 @@ def assistant_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, s
 
 
 @pytest.fixture
-def files(http_server: Any, model_server: Any, tmp_path: Path) -> dict[str, Path]:
+def files(assistant_files: dict[str, Path]) -> dict[str, Path]:
     """assistant.yaml at the scripted model, its search.yaml at the local DuckDuckGo page."""
-    url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
-    search = tmp_path / "search.yaml"
-    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
-    assistant = tmp_path / "assistant.yaml"
-    assistant.write_text(
-        json.dumps({"base_url": model_server.base_url, "search_config": str(search)})
-    )
-    return {"assistant": assistant, "search": search}
+    return assistant_files
 
 
 def test_a_key_pasted_into_the_config_is_never_printed(
