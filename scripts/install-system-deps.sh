@@ -18,10 +18,11 @@ declare -A provider=(
   [cmake]=cmake
   [g++]=g++
   [make]=make
+  [systemd-analyze]=systemd
 )
 
 missing=()
-for tool in ssh /usr/sbin/sshd rsync tmux chromium cmake g++ make; do
+for tool in ssh /usr/sbin/sshd rsync tmux chromium cmake g++ make systemd-analyze; do
   if [[ $tool == /* ]]; then
     [ -x "$tool" ] && continue
   else

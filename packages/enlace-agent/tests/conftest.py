@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -647,3 +648,35 @@ def serve_process() -> Iterator[Callable[[Path, dict[str, str], int], Any]]:
         if process.stderr is not None and not process.stderr.closed:
             process.stderr.close()
         process.wait(20)
+
+
+# ------------------------------------------------------------------- model files (GGUF)
+
+
+def _gguf_str(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def write_gguf(path: Path, name: str = "enlace-chat", *, cut: int = 0, rows: int = 4) -> Path:
+    """A small valid GGUF v3 (standard library): three general.* keys and one f32 tensor
+    (rows x 4); `cut` bytes off its end."""
+    s = _gguf_str
+    kvs = [
+        s("general.architecture") + struct.pack("<I", 8) + s("llama"),
+        s("general.name") + struct.pack("<I", 8) + s(name),
+        s("general.languages") + struct.pack("<IIQ", 9, 8, 1) + s("es"),
+        s("llama.block_count") + struct.pack("<II", 4, 2),
+    ]
+    tensor = s("token_embd.weight") + struct.pack("<IQQ", 2, 4, rows) + struct.pack("<IQ", 0, 0)
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs) + tensor
+    head += b"\0" * (-len(head) % 32)
+    data = head + struct.pack(f"<{4 * rows}f", *range(4 * rows))
+    path.write_bytes(data[: len(data) - cut] if cut else data)
+    return path
+
+
+@pytest.fixture
+def gguf() -> Callable[..., Path]:
+    """`gguf(path, name="enlace-chat", cut=0, rows=4)`: writes a small valid GGUF model file."""
+    return write_gguf

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
     from enlace_agent.search.chain import SearchChain
 
-COMMANDS = ("doctor",)
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
 
@@ -36,7 +35,47 @@ def build_parser() -> argparse.ArgumentParser:
         "código 1 si algo necesita a una persona.",
         epilog="Ejemplo: enlace-assistant doctor",
     )
-    for sub in (doctor,):
+    service = commands.add_parser(
+        "service",
+        help="los servicios que arrancan con el equipo (systemd, del usuario)",
+        description="Escribe, quita o muestra los servicios de systemd del usuario: "
+        "enlace-model (llama-server) y enlace-web (la página, cuando el modelo ya responde).",
+        epilog="Ejemplos: enlace-assistant service install --dry-run · enlace-assistant service "
+        "install · enlace-assistant service status · enlace-assistant service remove",
+    )
+    actions = service.add_subparsers(dest="action", required=True, parser_class=Parser)
+    s_install = actions.add_parser("install", help="escribe los servicios y los arranca")
+    s_install.add_argument("--dry-run", action="store_true", help="solo muestra los servicios")
+    s_install.add_argument(
+        "--no-start", action="store_true", help="los escribe sin llamar a systemctl"
+    )
+    s_remove = actions.add_parser("remove", help="los para y los quita")
+    s_remove.add_argument("--no-start", action="store_true", help="sin llamar a systemctl")
+    s_status = actions.add_parser("status", help="si están instalados y en marcha")
+    s_wait = actions.add_parser("wait", help="espera a que el servidor del modelo responda")
+    model = commands.add_parser(
+        "model",
+        help="las versiones del modelo: install, list, use, rollback",
+        description="Instala ficheros GGUF como versiones, elige cuál sirve el servidor del "
+        "modelo y vuelve a la anterior.",
+        epilog="Ejemplos: enlace-assistant model install enlace-chat-q8_0.gguf · "
+        "enlace-assistant model list · enlace-assistant model use NOMBRE · "
+        "enlace-assistant model rollback",
+    )
+    versions = model.add_subparsers(dest="action", required=True, parser_class=Parser)
+    m_install = versions.add_parser("install", help="copia un GGUF como nueva versión")
+    m_install.add_argument("file", type=Path, metavar="FICHERO.gguf")
+    m_install.add_argument("--name", metavar="NOMBRE", help="nombre de la versión")
+    m_install.add_argument("--use", action="store_true", help="y pasa a usarla")
+    m_list = versions.add_parser("list", help="las versiones instaladas")
+    m_use = versions.add_parser("use", help="pasa a servir otra versión")
+    m_use.add_argument("name", metavar="NOMBRE")
+    m_back = versions.add_parser("rollback", help="vuelve a la versión anterior")
+    for sub in (m_install, m_use, m_back):
+        sub.add_argument(
+            "--no-restart", action="store_true", help="no reinicia el servicio del modelo"
+        )
+    for sub in (doctor, s_install, s_remove, s_status, s_wait, m_install, m_list, m_use, m_back):
         add_common(sub)
     return parser
 
@@ -49,7 +88,7 @@ def add_common(sub: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    run = {"doctor": _doctor}[args.command]
+    run = {"doctor": _doctor, "service": _service, "model": _model}[args.command]
     return run_guarded("enlace-assistant", args, run)
 
 
@@ -107,4 +146,169 @@ def _doctor(args: argparse.Namespace, secrets: list[str]) -> int:
     if needs_person(checks):
         sys.stdout.write("Algo necesita atención: sigue la solución de las líneas con ✗.\n")
         return EXIT_FAILED
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- service
+def _systemctl(*args: str) -> str | None:
+    """Runs `systemctl --user ARGS`; the Spanish reason when it fails (None: done)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("systemctl") is None:
+        return "este equipo no tiene systemctl (systemd): arranca los servicios a mano."
+    done = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split())
+        return f"«systemctl --user {' '.join(args)}» falló: {said}"
+    return None
+
+
+def _service(args: argparse.Namespace, secrets: list[str]) -> int:
+    from enlace_agent import service
+
+    settings = _settings(args)
+    if isinstance(settings, str):
+        return fail(settings)
+    config, env = settings
+    if args.action == "wait":
+        timeout = config.web.home.model_ready_timeout_s
+        if service.wait_for_model(config.base_url, timeout):
+            return EXIT_OK
+        return fail(
+            f"el servidor del modelo no respondió en {timeout:g} s: mira «journalctl --user -u "
+            f"{service.MODEL_UNIT}».",
+            EXIT_FAILED,
+        )
+    folder = service.unit_dir(env)
+    if args.action == "status":
+        for name in service.UNITS:
+            there = "instalado" if (folder / name).is_file() else "no instalado"
+            sys.stdout.write(f"{name}: {there}\n")
+        why = _systemctl("--no-pager", "status", *service.UNITS)
+        if why is not None:
+            sys.stdout.write(f"(estado en systemd desconocido: {why})\n")
+        return EXIT_OK
+    if args.action == "remove":
+        if not args.no_start:
+            _systemctl("disable", "--now", *service.UNITS)  # best effort: maybe never started
+        removed = service.remove_units(folder)
+        sys.stdout.write(
+            f"Servicios quitados: {', '.join(removed)}.\n" if removed else "No había servicios.\n"
+        )
+        return EXIT_OK
+    try:
+        plan = service.plan(config, env, args.config)
+    except service.ServiceError as exc:
+        return fail(str(exc))
+    if args.dry_run:
+        for name, text in plan.units.items():
+            sys.stdout.write(f"# {plan.folder / name}\n{text}\n")
+        return EXIT_OK
+    problem = _cannot_start(config, env, secrets)
+    if problem is not None:
+        return fail(f"no instalo unos servicios que no podrían arrancar: {problem}")
+    changed = service.write_units(plan)
+    if not changed:
+        sys.stdout.write(
+            f"Los servicios ya estaban instalados y al día en {plan.folder}: nada cambia.\n"
+        )
+    else:
+        sys.stdout.write(f"Servicios escritos en {plan.folder}: {', '.join(changed)}.\n")
+    if args.no_start:
+        return EXIT_OK
+    for step in (
+        ("daemon-reload",),
+        ("enable", *service.UNITS),
+        ("restart" if changed else "start", *service.UNITS),
+    ):
+        why = _systemctl(*step)
+        if why is not None:
+            return fail(why, EXIT_FAILED)
+    sys.stdout.write(
+        "En marcha. Para que arranquen con el equipo sin iniciar sesión: "
+        "«sudo loginctl enable-linger $USER» (una vez).\n"
+    )
+    return EXIT_OK
+
+
+def _cannot_start(
+    config: AssistantConfig, env: Mapping[str, str], secrets: list[str]
+) -> str | None:
+    """Why the units could not start as configured (Spanish), or None."""
+    import os
+
+    from enlace_agent import service
+    from enlace_agent.assistant import build_assistant
+    from enlace_agent.assistant.setup import search_file
+    from enlace_agent.cli.search import missing_key_message, only_duckduckgo_in
+    from enlace_agent.model_versions import CURRENT, models_dir
+    from enlace_agent.search.errors import MissingCredential
+    from enlace_agent.settings import settings_file
+
+    binary = service.llama_server(config, env)
+    if not os.access(binary, os.X_OK):
+        return f"{binary} no existe o no se puede ejecutar (scripts/build-llama-server.sh)."
+    if not (models_dir(config, env) / CURRENT).exists():
+        return "no hay ningún modelo elegido: «enlace-assistant model install FICHERO.gguf --use»."
+    try:
+        build_assistant(config, env)
+    except MissingCredential as exc:
+        file = settings_file("search.yaml", search_file(config), env)
+        return missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))
+    try:
+        from enlace_agent.web import WebSetupError, resolve_tokens
+    except ImportError:
+        return 'la página necesita el extra «web»: pip install "enlace-agent[web]".'
+    try:
+        secrets.extend(t for t in resolve_tokens(config.web, env).values() if t)
+    except WebSetupError as exc:
+        return str(exc)
+    return None
+
+
+# ---------------------------------------------------------------- model versions
+def _model(args: argparse.Namespace, secrets: list[str]) -> int:
+    from enlace_agent import model_versions as mv
+    from enlace_agent import service
+
+    settings = _settings(args)
+    if isinstance(settings, str):
+        return fail(settings)
+    config, env = settings
+    folder = mv.models_dir(config, env)
+    try:
+        if args.action == "list":
+            found = mv.versions(folder)
+            if not found:
+                sys.stdout.write(
+                    "No hay versiones instaladas: enlace-assistant model install FICHERO.gguf\n"
+                )
+            for v in found:
+                mark = "*" if v.current else " "
+                named = v.metadata.get("general.name", "?")
+                sys.stdout.write(
+                    f"{mark} {v.name}  ({named}, {v.size / 2**20:.0f} MiB, instalada {v.installed}, "
+                    f"sha256 {v.sha256[:12]}…)\n"
+                )
+            return EXIT_OK
+        if args.action == "install":
+            version = mv.install(folder, args.file, args.name)
+            sys.stdout.write(f"Instalada la versión {version.name} (sha256 {version.sha256}).\n")
+            if not args.use:
+                sys.stdout.write(f"Para usarla: enlace-assistant model use {version.name}\n")
+                return EXIT_OK
+            version = mv.use(folder, version.name)
+        elif args.action == "use":
+            version = mv.use(folder, args.name)
+        else:
+            version = mv.rollback(folder)
+    except mv.ModelRefused as exc:
+        return fail(str(exc))
+    sys.stdout.write(f"El servidor del modelo sirve ahora la versión {version.name}.\n")
+    if not args.no_restart and (service.unit_dir(env) / service.MODEL_UNIT).is_file():
+        why = _systemctl("restart", service.MODEL_UNIT)
+        if why is not None:
+            return fail(why, EXIT_FAILED)
+        sys.stdout.write("Servicio del modelo reiniciado: la página responde en cuanto cargue.\n")
     return EXIT_OK

@@ -1,0 +1,217 @@
+"""The home server's systemd units (`enlace-assistant service install | remove | status`).
+
+Two *user* services of the person who installs Enlace (the choice, README «Servidor doméstico»):
+they run under that account, so `enlace-assistant` in their terminal uses the very files the page
+uses, nothing needs root beyond `loginctl enable-linger` (start on boot without a sign-in), and the
+sandbox makes the rest of the system read-only: `NoNewPrivileges`, `ProtectSystem=strict` with
+only Enlace's data (and cache) folders writable, `ProtectHome=read-only`, `PrivateTmp`.
+
+- `enlace-model.service`: llama-server on the current model version (`MODELS/current.gguf`).
+- `enlace-web.service`: the family page, started after the model service and only once the model
+  server answers (`ExecStartPre`: `enlace-assistant service wait`, bounded by
+  `web.home.model_ready_timeout_s`); both restart after a crash.
+
+Units are written whole: every one to a temporary file first, then each renamed into place, so an
+interrupted install leaves the units as they were or the new ones, never a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from enlace_config.schema.agent import AssistantConfig
+
+from enlace_agent.model_versions import CURRENT, models_dir
+from enlace_agent.settings import cache_dir, config_dir, data_dir
+
+MODEL_UNIT = "enlace-model.service"
+WEB_UNIT = "enlace-web.service"
+UNITS = (MODEL_UNIT, WEB_UNIT)
+SANDBOX = """NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=read-only
+PrivateTmp=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+Restart=on-failure
+RestartSec=5
+"""
+
+
+class ServiceError(Exception):
+    """The services cannot be installed as configured; the message (Spanish) says the fix."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `install` writes: unit name -> text, and the folder they go to."""
+
+    folder: Path
+    units: Mapping[str, str]
+
+
+def unit_dir(env: Mapping[str, str]) -> Path:
+    """systemd's folder for the user's own units."""
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
+    return Path(base) / "systemd" / "user"
+
+
+def quote(arg: str) -> str:
+    """One argument of an Exec line, quoted for systemd (and `%`, `$` escaped)."""
+    arg = arg.replace("%", "%%").replace("$", "$$")
+    if arg and not any(c in arg for c in " \t\"'\\;"):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def exec_line(argv: Sequence[str]) -> str:
+    return " ".join(quote(a) for a in argv)
+
+
+def llama_server(config: AssistantConfig, env: Mapping[str, str]) -> Path:
+    """The llama-server binary: the configured one, or the newest the build script made."""
+    if config.web.home.llama_server:
+        return Path(config.web.home.llama_server)
+    built = sorted(cache_dir(env).glob("llama.cpp-*/build/bin/llama-server"))
+    if not built:
+        raise ServiceError(
+            "no encuentro llama-server: compílalo con «scripts/build-llama-server.sh» (una vez "
+            "por versión) o indica su ruta en web.home.llama_server de assistant.yaml."
+        )
+    return built[-1]
+
+
+def model_argv(config: AssistantConfig, env: Mapping[str, str]) -> list[str]:
+    """llama-server's command line: the current model version, where base_url points."""
+    url = urlsplit(config.base_url)
+    home = config.web.home
+    argv = [str(llama_server(config, env)), "--model", str(models_dir(config, env) / CURRENT)]
+    argv += ["--alias", config.model, "--jinja"]
+    argv += ["--host", url.hostname or "127.0.0.1", "--port", str(url.port or 80)]
+    argv += ["--ctx-size", str(home.context_size), "--parallel", str(home.parallel)]
+    if home.threads is not None:
+        argv += ["--threads", str(home.threads)]
+    return argv
+
+
+def page_argv(config_file: Path, *command: str) -> list[str]:
+    """`enlace-assistant COMMAND --config FILE` with this Python (the venv it is installed in)."""
+    return [
+        sys.executable,
+        "-m",
+        "enlace_agent.cli.assistant",
+        *command,
+        "--config",
+        str(config_file),
+    ]
+
+
+def plan(config: AssistantConfig, env: Mapping[str, str], config_file: Path | None = None) -> Plan:
+    config_file = (config_file or config_dir(env) / "assistant.yaml").resolve()
+    data = data_dir(env)
+    writable = [data, cache_dir(env)]
+    if config.web.database:
+        writable.append(Path(config.web.database).parent)
+    if config.web.snapshots.directory:
+        writable.append(Path(config.web.snapshots.directory))
+    xdg = {
+        k: v for k, v in env.items() if k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+    }
+    environment = "".join(f"Environment={quote(f'{k}={v}')}\n" for k, v in sorted(xdg.items()))
+    wait_s = config.web.home.model_ready_timeout_s
+    model = f"""[Unit]
+Description=Enlace: el servidor del modelo (llama-server)
+StartLimitIntervalSec=0
+
+[Service]
+Type=simple
+ExecStart={exec_line(model_argv(config, env))}
+{SANDBOX}
+[Install]
+WantedBy=default.target
+"""
+    web = f"""[Unit]
+Description=Enlace: la página de la familia
+Wants={MODEL_UNIT}
+After={MODEL_UNIT}
+StartLimitIntervalSec=0
+
+[Service]
+Type=simple
+{environment}ExecStartPre={exec_line(page_argv(config_file, "service", "wait"))}
+ExecStart={exec_line(page_argv(config_file, "serve"))}
+TimeoutStartSec={int(wait_s) + 30}
+ReadWritePaths={" ".join(quote(str(p)) for p in writable)}
+{SANDBOX}
+[Install]
+WantedBy=default.target
+"""
+    return Plan(unit_dir(env), {MODEL_UNIT: model, WEB_UNIT: web})
+
+
+def write_units(p: Plan) -> list[str]:
+    """Writes the units (each whole: temporary file, then rename); returns those that changed."""
+    p.folder.mkdir(parents=True, exist_ok=True)
+    changed = [n for n, text in p.units.items() if _read(p.folder / n) != text]
+    temps: dict[str, str] = {}
+    try:
+        for name in changed:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=p.folder)
+            temps[name] = tmp
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(p.units[name])
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o644)
+        for name, tmp in temps.items():
+            os.replace(tmp, p.folder / name)
+    finally:
+        for tmp in temps.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return changed
+
+
+def remove_units(folder: Path) -> list[str]:
+    removed: list[str] = []
+    for name in UNITS:
+        with contextlib.suppress(FileNotFoundError):
+            (folder / name).unlink()
+            removed.append(name)
+    return removed
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def wait_for_model(base_url: str, timeout_s: float, poll_s: float = 1.0) -> bool:
+    """True once the model server's /health (llama-server) or /models answers 200."""
+    import httpx
+
+    base = base_url.rstrip("/")
+    urls = (base.removesuffix("/v1") + "/health", base + "/models")
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=min(poll_s * 5, 10.0), trust_env=False) as http:
+        while True:
+            for url in urls:
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(url).status_code == 200:
+                        return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
