@@ -310,6 +310,22 @@ def test_a_huge_tool_call_is_echoed_as_a_short_preview(
     assert len(told) < 1_000 and "no existe" in told
 
 
+def test_a_page_title_cannot_drive_the_terminal() -> None:
+    """Search results go to the terminal (`Fuentes:`, `enlace-search`) and to the model: a hostile
+    page's title or snippet with escape sequences (ESC, DEL, bidi overrides) arrives as plain
+    text."""
+    from enlace_agent.search.brave import parse_brave_json
+
+    title = "Tortilla\x1b[2J\x1b]0;hola\x07\u202e\x7f receta"
+    body = {
+        "web": {"results": [{"title": title, "url": "https://a.example/", "description": title}]}
+    }
+    (result,) = parse_brave_json(json.dumps(body))
+    for text in (result.title, result.snippet):
+        assert all(c.isprintable() for c in text), repr(text)
+        assert text.startswith("Tortilla") and text.endswith("receta")
+
+
 def test_a_model_server_that_never_answers_exits_1(
     http_server: Any, files: dict[str, Path], tmp_path: Path, clean_env: dict[str, str]
 ) -> None:

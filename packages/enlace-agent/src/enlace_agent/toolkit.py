@@ -63,8 +63,9 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """`text` as one short line for a message or a log (a model may send megabytes, or a
     terminal's escape sequences): control characters and runs of white space become one space,
     and past `limit` characters it is cut, saying how long it was."""
-    head = "".join(c if c.isprintable() else " " for c in text[: limit + 1])
-    line = " ".join(head.split())
+    from enlace_agent.search.models import one_line
+
+    line = one_line(text[: limit + 1])
     return f"{line[:limit]}… ({len(text)} caracteres)" if len(text) > limit else line
 
 

@@ -86,6 +86,12 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def one_line(text: str) -> str:
+    """`text` as plain text on one line: control and other unprintable characters (a terminal's
+    escape sequences, bidirectional overrides) and runs of white space become one space."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
 def is_http_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
@@ -97,9 +103,9 @@ def is_http_url(url: str) -> bool:
 def finalize(
     raw: Iterable[tuple[str, str, str]], *, provider: str, max_results: int | None
 ) -> list[SearchResult]:
-    """(title, url, snippet) triples → ranked results: whitespace runs collapsed, non-HTTP(S) URLs
-    dropped, URLs de-duplicated (first one wins), ranks 1..n after filtering, at most
-    `max_results`."""
+    """(title, url, snippet) triples → ranked results: titles and snippets as plain one-line
+    text (`one_line`), non-HTTP(S) URLs dropped, URLs de-duplicated (first one wins), ranks 1..n
+    after filtering, at most `max_results`."""
     results: list[SearchResult] = []
     seen: set[str] = set()
     for title, url, snippet in raw:
@@ -107,7 +113,7 @@ def finalize(
         if not is_http_url(url) or url in seen:
             continue
         seen.add(url)
-        title, snippet = " ".join(title.split()) or url, " ".join(snippet.split())
+        title, snippet = one_line(title) or url, one_line(snippet)
         results.append(SearchResult(title, url, snippet, len(results) + 1, provider))
         if max_results is not None and len(results) >= max_results:
             break
