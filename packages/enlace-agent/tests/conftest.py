@@ -612,6 +612,12 @@ def web_page(
 
 
 @pytest.fixture
+def answer_events() -> Callable[[Any, str], list[dict[str, Any]]]:
+    """`WebPage.events`, for a client of a page served by a real process (`serve_process`)."""
+    return WebPage.events
+
+
+@pytest.fixture
 def serve_process() -> Iterator[Callable[[Path, dict[str, str], int], Any]]:
     """`start(config, env, port)`: `enlace-assistant serve --config CONFIG` as a real process
     (stderr piped), returned once its page answers on 127.0.0.1:PORT; killed at the end if it

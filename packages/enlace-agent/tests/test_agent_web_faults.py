@@ -23,19 +23,6 @@ from pydantic import ValidationError
 from enlace_agent.web.store import INTERRUPTED
 
 
-def events(client: httpx.Client, cid: str) -> list[dict[str, Any]]:
-    """The answer's events, read from its stream until the final one."""
-    found: list[dict[str, Any]] = []
-    with client.stream("GET", f"/api/conversations/{cid}/events") as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                found.append(json.loads(line[6:]))
-                if found[-1]["type"] in ("end", "error", "idle"):
-                    break
-    return found
-
-
 def ask(client: httpx.Client, text: str, cid: str | None = None) -> httpx.Response:
     path = f"/api/conversations/{cid}/messages" if cid else "/api/conversations"
     return client.post(path, json={"text": text})
@@ -121,7 +108,7 @@ def test_a_person_cannot_start_more_answers_at_once_than_the_cap(
     # A question in a conversation of hers counts too, and once an answer ends she may ask again.
     assert ask(ana, "Otra más", accepted[0]).status_code in (409, 429)
     for cid in accepted:  # followed to the end (or already over)
-        assert events(ana, cid)[-1]["type"] in ("end", "idle")
+        assert page.events(ana, cid)[-1]["type"] in ("end", "idle")
         assert ana.get(f"/api/conversations/{cid}").json()["messages"][-1]["role"] == "assistant"
     assert ask(ana, "Ahora sí").status_code == 202
 
@@ -151,7 +138,12 @@ def wait_for(check: Callable[[], bool], what: str, seconds: float = 20) -> None:
 
 @pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
 def test_an_answer_cut_by_a_restart_keeps_its_text_is_marked_and_the_model_sees_it(
-    stop: str, clean_env: dict[str, str], tmp_path: Path, model_server: Any, serve_process: Any
+    stop: str,
+    clean_env: dict[str, str],
+    tmp_path: Path,
+    model_server: Any,
+    serve_process: Any,
+    answer_events: Any,
 ) -> None:
     port, database = free_port(), tmp_path / "web.sqlite3"
     config = tmp_path / "assistant.yaml"
@@ -202,11 +194,11 @@ def test_an_answer_cut_by_a_restart_keeps_its_text_is_marked_and_the_model_sees_
     cut = shown["messages"][1]["content"]
     assert cut.startswith(partial) and cut.endswith(INTERRUPTED)
     assert INTERRUPTED.startswith("(La respuesta se interrumpió")
-    assert events(ana, cid) == [{"type": "idle"}]  # nothing replays
+    assert answer_events(ana, cid) == [{"type": "idle"}]  # nothing replays
     # The next question: the model sees the cut one, its partial answer, then the new one.
     answer = ask(ana, "¿Y la de Nueva Zelanda?", cid)
     assert answer.status_code == 202
-    assert events(ana, cid)[-1]["text"] == "Canberra, sin duda."
+    assert answer_events(ana, cid)[-1]["text"] == "Canberra, sin duda."
     sent = model_server.bodies[-1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
     assert sent[1]["content"] == "¿Cuál es la capital de Australia?"
@@ -288,7 +280,7 @@ def test_a_busy_history_file_does_not_freeze_the_page_for_everyone(
     page = web_page()
     ana, bruno = page.login("Ana"), page.login("Bruno")
     cid = ask(ana, "Hola").json()["id"]
-    events(ana, cid)
+    page.events(ana, cid)
     waiting: list[httpx.Response] = []
     with locked(tmp_path / "web.sqlite3", 3.0):
         asking = threading.Thread(target=lambda: waiting.append(ask(ana, "¿Sigues?", cid)))
@@ -305,7 +297,7 @@ def test_a_busy_history_file_does_not_freeze_the_page_for_everyone(
                 assert took < 1.0, f"{answer.request.url} took {took:.2f} s behind a 3 s lock"
         asking.join(15)
     assert waiting[0].status_code == 202  # the lock ended within the timeout: it went through
-    assert events(ana, cid)[-1]["text"] == "Segunda."
+    assert page.events(ana, cid)[-1]["text"] == "Segunda."
 
 
 def test_a_write_that_outwaits_the_timeout_is_refused_in_spanish(
@@ -315,7 +307,7 @@ def test_a_write_that_outwaits_the_timeout_is_refused_in_spanish(
     page = web_page(database_timeout_s=0.5)
     ana = page.login("Ana")
     cid = ask(ana, "Hola").json()["id"]
-    events(ana, cid)
+    page.events(ana, cid)
     with locked(tmp_path / "web.sqlite3", 3.0):
         for answer, took in (
             timed(lambda: ask(ana, "Nueva")),
@@ -328,7 +320,7 @@ def test_a_write_that_outwaits_the_timeout_is_refused_in_spanish(
     # Nothing was half-done: no empty conversation, no answer left "in progress".
     assert len(ana.get("/api/conversations").json()["conversations"]) == 1
     assert ask(ana, "Ahora", cid).status_code == 202
-    assert events(ana, cid)[-1]["text"] == "Después."
+    assert page.events(ana, cid)[-1]["text"] == "Después."
 
 
 # ------------------------------------------------------------------- 10. lone surrogates
@@ -345,7 +337,7 @@ def test_text_that_cannot_be_encoded_is_refused_with_400_in_spanish(
     ana = page.login("Ana")
     json_headers = {"Content-Type": "application/json"}
     cid = ask(ana, "Hola").json()["id"]
-    events(ana, cid)
+    page.events(ana, cid)
     for path in ("/api/conversations", f"/api/conversations/{cid}/messages"):
         refused = ana.post(path, content=LONE, headers=json_headers)
         assert refused.status_code == 400, refused.text
@@ -370,6 +362,10 @@ CUT = WHOLE.index(EMOJI) + 2
 @pytest.mark.parametrize(
     ("chunks", "kept"),
     [
+        # Half an emoji in each event, as JSON escapes (a surrogate pair split in two): joined.
+        ([delta(b'"Hola \\ud83d"'), delta(b'"\\ude00 adi\\u00f3s"')], ["Hola 😀 adiós"]),
+        # A lone surrogate in the middle of the text.
+        ([delta(b'"Hola \\udfff adi\\u00f3s"')], ["Hola", "adiós"]),
         # Half an emoji's bytes at the end of one event, the other half in the next.
         (
             [delta(b'"Hola ' + EMOJI[:2] + b'"'), delta(b'"' + EMOJI[2:] + b' adi\xc3\xb3s"')],
@@ -378,7 +374,7 @@ CUT = WHOLE.index(EMOJI) + 2
         # One event cut in the middle of an emoji's bytes (two network chunks): it stays whole.
         ([WHOLE[:CUT], WHOLE[CUT:]], ["Hola 😀 adiós"]),
     ],
-    ids=["raw-bytes", "bytes-split-in-one-event"],
+    ids=["split-pair", "lone", "raw-bytes", "bytes-split-in-one-event"],
 )
 def test_broken_unicode_from_the_model_never_cuts_the_stream_nor_loses_the_answer(
     chunks: list[bytes],
@@ -390,7 +386,7 @@ def test_broken_unicode_from_the_model_never_cuts_the_stream_nor_loses_the_answe
     page = web_page()
     ana = page.login("Ana")
     cid = ask(ana, "Saluda").json()["id"]
-    got = events(ana, cid)
+    got = page.events(ana, cid)
     assert got[-1]["type"] == "end", got
     text = got[-1]["text"]
     text.encode("utf-8")  # valid text, whatever came in
@@ -400,4 +396,4 @@ def test_broken_unicode_from_the_model_never_cuts_the_stream_nor_loses_the_answe
     assert shown.status_code == 200
     assert shown.json()["messages"][-1] == {**shown.json()["messages"][-1], "role": "assistant"}
     assert shown.json()["messages"][-1]["content"] == text
-    assert events(ana, cid) == [{"type": "idle"}]  # a reload replays nothing broken
+    assert page.events(ana, cid) == [{"type": "idle"}]  # a reload replays nothing broken
