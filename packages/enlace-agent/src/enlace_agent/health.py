@@ -76,7 +76,7 @@ def check_model(config: AssistantConfig, api_key: str | None) -> Check:
             "model",
             "fail",
             f"El servidor del modelo no responde en {where}: arráncalo "
-            "(«sudo systemctl start enlace-model», o «enlace-assistant service status» para ver "
+            "(«systemctl --user start enlace-model», o «enlace-assistant service status» para ver "
             "por qué se paró) o corrige base_url en assistant.yaml.",
             {"reachable": False},
         )

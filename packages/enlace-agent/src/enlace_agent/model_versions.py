@@ -307,3 +307,10 @@ def rollback(folder: Path) -> Version:
             rest = [n for n in _history(folder) if n != left]
             _write_json(folder / HISTORY, [left, *rest])
     return version
+
+
+def serving_label(config: AssistantConfig, env: Mapping[str, str]) -> str:
+    """The model an answer names: the configured one, with the installed version the model
+    service serves when there is one (`enlace-chat (v2)`)."""
+    version = current_name(models_dir(config, env))
+    return f"{config.model} ({version})" if version else config.model

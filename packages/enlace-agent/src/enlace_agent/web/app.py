@@ -33,6 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
+from enlace_agent.model_versions import serving_label
 from enlace_agent.search.models import loads_json
 from enlace_agent.web.live import EventDict, LiveTurns
 from enlace_agent.web.store import Session, Store, StoreBusy
@@ -192,12 +193,15 @@ class WebApp:
         self, person: str, conversation_id: str, row: int, question: str
     ) -> Iterator[EventDict]:
         history = self.store.history(person, conversation_id)
+        model = serving_label(self.assistant.config, self.env)  # which model wrote the answer
         try:
             for event in self.assistant.turn(history, question):
                 if isinstance(event, TurnEnd):
                     sources = [s.to_dict() for s in event.sources]
                     answer = ("assistant", event.text, sources, event.messages)
-                    self.store.finish_answer(person, conversation_id, row, *answer)
+                    self.store.finish_answer(person, conversation_id, row, *answer, model=model)
+                    yield {**event.to_dict(), "model": model}
+                    continue
                 yield event.to_dict()
         except ModelError as exc:
             log.warning("model server failed: %s", type(exc).__name__)

@@ -65,6 +65,10 @@ MIGRATIONS: tuple[str, ...] = (
     DELETE FROM sessions;
     ALTER TABLE sessions ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
     """,
+    # 4: which model (and installed version) wrote each answer; NULL for older answers.
+    """
+    ALTER TABLE messages ADD COLUMN model TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 TITLE_CHARS = 60
@@ -252,7 +256,7 @@ class Store:
             if head is None:
                 return None
             rows = db.execute(  # an answer being written is followed live, not read from here
-                "SELECT role, content, sources, created FROM messages "
+                "SELECT role, content, sources, created, model FROM messages "
                 "WHERE conversation_id = ? AND role != ? ORDER BY id",
                 (conversation_id, WRITING),
             ).fetchall()
@@ -304,18 +308,20 @@ class Store:
         content: str,
         sources: Sequence[Mapping[str, Any]] = (),
         history: Sequence[Mapping[str, Any]] | None = None,
+        model: str | None = None,
     ) -> bool:
         """The answer in `row` as the page shows it from now on (`assistant` or `error`);
-        `history`, when given, replaces what the model will see next turn. False (and nothing
-        changes) when it was no longer being written: marked as interrupted on the way out."""
+        `history`, when given, replaces what the model will see next turn; `model`, the model
+        that wrote it. False (and nothing changes) when it was no longer being written: marked
+        as interrupted on the way out."""
         now = time.time()
         saved = None if history is None else json.dumps(list(history), ensure_ascii=False)
         with self._db() as db:
             done = db.execute(
-                "UPDATE messages SET role = ?, content = ?, sources = ?, created = ? "
+                "UPDATE messages SET role = ?, content = ?, sources = ?, created = ?, model = ? "
                 "WHERE id = ? AND role = ? AND conversation_id IN "
                 "(SELECT id FROM conversations WHERE id = ? AND person = ?)",
-                (role, content, _json(sources), now, row, WRITING, conversation_id, person),
+                (role, content, _json(sources), now, model, row, WRITING, conversation_id, person),
             ).rowcount
             if done:
                 db.execute(

@@ -219,7 +219,7 @@ async function openConversation(id) {
   state.current = data.id;
   history.replaceState(null, "", "#" + encodeURIComponent(data.id));
   $("messages").replaceChildren();
-  for (const m of data.messages) addMessage(m.role, m.content, m.sources);
+  for (const m of data.messages) addMessage(m.role, m.content, m.sources, m.model);
   setStatus("");
   setBusy(false);
   if (data.answering) follow(data.id);
@@ -233,12 +233,13 @@ $("toggle-list").addEventListener("click", () => {
 });
 
 // ------------------------------------------------------------------ messages
-function addMessage(role, text, sources) {
+function addMessage(role, text, sources, model) {
   const item = el("li", null, "msg " + role);
   const body = el("div", null, "text");
   if (role === "assistant") renderMarkdown(body, text); else body.textContent = text;
   item.append(body);
   if (sources && sources.length) item.append(sourceList(sources));
+  if (model) item.append(modelNote(model));
   $("messages").append(item);
   item.scrollIntoView({ block: "end" });
   return item;
@@ -403,6 +404,11 @@ $("text").addEventListener("keydown", (event) => {
   }
 });
 
+// Which model wrote an answer, in small text under it (text only, like everything else).
+function modelNote(model) {
+  return el("div", "Respuesta de " + model, "model");
+}
+
 // ------------------------------------------------------------------ following an answer
 function follow(id) {
   stopFollowing();
@@ -436,6 +442,7 @@ function follow(id) {
       draw();
       if (!searchFailed) searching.remove();
       if (event.sources.length) answer.append(sourceList(event.sources));
+      if (event.model) answer.append(modelNote(event.model));
       finish("");
     } else if (event.type === "error") {
       answer.className = "msg error";
