@@ -225,6 +225,17 @@ def test_the_answer_limit_is_documented_in_the_shipped_yaml() -> None:
 # ------------------------------------------------------------------- surrogates from the model
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_model_cannot_drive_the_terminal(
+    model_server: Any, search_tool: SearchTool, stream: bool
+) -> None:
+    """The answer goes to a terminal: control characters (ESC, BEL, NUL) are dropped, the lines
+    and tabs of the answer kept."""
+    model_server.script = [model_server.say("Hola\x1b[2J\x1b]0;x\x07\x00.\n\t- uno", pieces=4)]
+    end = end_of(list(make(model_server, search_tool, stream=stream).turn([], "hola")))
+    assert end.text == "Hola[2J]0;x.\n\t- uno"
+
+
 def test_half_an_emoji_per_chunk_is_joined_and_a_lone_half_replaced(
     model_server: Any, search_tool: SearchTool
 ) -> None:

@@ -6,7 +6,8 @@ server-sent events or not, over httpx.
 turn's deadline, so a server that trickles its answer cannot outlast it, and an answer longer than
 `max_answer_chars` (or `max_response_bytes` as sent) stops with `AnswerTooLong`, so one that never
 ends cannot fill the memory. The text is whole characters: a UTF-16 surrogate pair split across
-two stream chunks is joined, a lone half becomes U+FFFD.
+two stream chunks is joined, a lone half becomes U+FFFD; control characters other than line
+breaks and tabs (a terminal's escape sequences) are dropped (`answer_text`).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ class ChatClient:
         choice = _first_choice(self._json(body.decode("utf-8", errors="replace")))
         message = as_object(choice.get("message")) or {}
         text = message.get("content")
-        text = whole_characters(text) if isinstance(text, str) else ""
+        text = answer_text(text) if isinstance(text, str) else ""
         raw_calls = enumerate(as_array(message.get("tool_calls")) or [])
         calls = tuple(ToolCall.parse(as_object(c) or {}, f"call_{i}") for i, c in raw_calls)
         room = self.config.max_answer_chars - sum(len(c.name) + len(c.arguments) for c in calls)
@@ -285,7 +286,7 @@ class ChatClient:
                     "complete"
                 )
         if pending:
-            parts.append(whole_characters(pending))
+            parts.append(answer_text(pending))
             yield parts[-1]
         tool_calls = tuple(
             ToolCall.parse(
@@ -311,6 +312,13 @@ class ChatClient:
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # a "\r\n" split across pieces gives one empty line more
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but \t and \n
+
+
+def answer_text(text: str) -> str:
+    """The model's text as it may be shown (a terminal, a web page, a UTF-8 file): whole
+    characters, and no control characters but line breaks and tabs."""
+    return _CONTROL.sub("", whole_characters(text))
 
 
 def whole_characters(text: str) -> str:
@@ -325,8 +333,8 @@ def _hold_half(text: str) -> tuple[str, str]:
     """`text` made whole, and a trailing first half of a surrogate pair held back (the next
     piece of the stream may bring the other half)."""
     if text and "\ud800" <= text[-1] <= "\udbff":
-        return whole_characters(text[:-1]), text[-1]
-    return whole_characters(text), ""
+        return answer_text(text[:-1]), text[-1]
+    return answer_text(text), ""
 
 
 def _said(data: Mapping[str, Any]) -> str:
