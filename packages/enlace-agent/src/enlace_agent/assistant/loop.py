@@ -26,6 +26,8 @@ from enlace_agent.assistant.toolcalls import TextCallFilter
 from enlace_agent.toolkit import Source, Tool, ToolResult, preview, tool_name
 
 log = logging.getLogger("enlace_agent.assistant")
+# One line per tool call (name, outcome, provider, milliseconds): never its arguments or result.
+tools_log = logging.getLogger("enlace_agent.assistant.tools")
 
 Message = dict[str, Any]
 
@@ -187,7 +189,15 @@ class Assistant:
                 result = ToolResult("Error: no se ejecutó: se acabó el tiempo.", error=True)
             else:
                 yield ToolCallStarted(call.id, call.name, call.arguments)
+                started = time.monotonic()
                 result = self._run(call)
+                tools_log.info(
+                    "%s %s via %s in %.0f ms",
+                    preview(call.name),
+                    "error" if result.error else "ok",
+                    result.provider or "-",
+                    (time.monotonic() - started) * 1000,
+                )
                 state.sources.extend(result.sources)
                 yield ToolCallFinished(
                     call.id,

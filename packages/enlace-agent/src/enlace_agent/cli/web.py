@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -108,6 +109,8 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     if refused:
         return fail(refused, EXIT_FAILED)
     start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
+    for name in ("enlace_agent.web.access", "enlace_agent.assistant.tools"):
+        logging.getLogger(name).setLevel(logging.INFO)  # a line per request and per tool call
     try:
         uvicorn.run(
             app,

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -35,10 +36,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
 from enlace_agent.model_versions import serving_label
 from enlace_agent.search.models import loads_json
+from enlace_agent.toolkit import preview
 from enlace_agent.web.live import EventDict, LiveTurns
 from enlace_agent.web.store import Session, Store, StoreBusy
 
 log = logging.getLogger("enlace_agent.web")
+# One line per request (method, path, status, milliseconds): never a body, a query or a header.
+access = logging.getLogger("enlace_agent.web.access")
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -466,11 +470,23 @@ class PageGuard:
             await self.app(scope, receive, send)
             return
 
+        started, status = time.perf_counter(), 0
+
         async def secured(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 MutableHeaders(scope=message).update(SECURITY_HEADERS)
             await send(message)
 
+        try:
+            await self.guarded(scope, receive, secured)
+        finally:  # after the whole response (an answer's stream included)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            path = preview(scope["path"])
+            access.info("%s %s %d %.0f ms", scope["method"], path, status, elapsed_ms)
+
+    async def guarded(self, scope: Scope, receive: Receive, secured: Send) -> None:
         headers = Headers(scope=scope)
         server = scope.get("server")
         origin = headers.get("origin")
