@@ -83,3 +83,32 @@ def test_serve_refuses_a_newer_history_file_untouched(
     assert "actualiza enlace-agent" in ran.stderr and "Traceback" not in ran.stderr
     assert database.read_bytes() == before
     assert not list(tmp_path.glob("snapshots/*"))  # no snapshot of a file it cannot read
+
+
+def test_page_says_the_model_is_changing_then_answers_again(
+    web_page: Callable[..., Any], model_server: Any, tmp_path: Path, gguf: Callable[..., Path]
+) -> None:
+    """`model use` restarts the model service: meanwhile the page says the model is changing
+    (not that it is broken); when the server is back the next question is answered."""
+    from enlace_agent import model_versions as mv
+
+    data = tmp_path / "data"
+    models = data / "enlace" / "models"
+    for name in ("v1", "v2"):
+        mv.install(models, gguf(tmp_path / f"{name}.gguf", name), name)
+    mv.use(models, "v2")  # just now
+    routes = model_server.server.routes
+    completions = routes.pop("/v1/chat/completions")
+    routes["/v1/chat/completions"] = lambda h: h.send_error(503)  # llama-server loading
+    page = web_page(env={"XDG_DATA_HOME": str(data)})
+    client = page.login("Ana")
+    [cid] = page.answered(client, "Hola")
+    said = client.get(f"/api/conversations/{cid}").json()["messages"][1]
+    assert said["role"] == "error" and "cambiando de modelo" in said["content"]
+    routes["/v1/chat/completions"] = completions  # back
+    model_server.script.append(model_server.say("Hola de nuevo."))
+    page.ask(client, "¿Sigues ahí?", cid)
+    end = page.events(client, cid)[-1]
+    assert end["type"] == "end" and end["model"] == "enlace-chat (v2)"
+    shown = client.get(f"/api/conversations/{cid}").json()["messages"]
+    assert [m["role"] for m in shown] == ["user", "error", "user", "assistant"]  # nothing lost

@@ -314,3 +314,13 @@ def serving_label(config: AssistantConfig, env: Mapping[str, str]) -> str:
     service serves when there is one (`enlace-chat (v2)`)."""
     version = current_name(models_dir(config, env))
     return f"{config.model} ({version})" if version else config.model
+
+
+def recently_switched(config: AssistantConfig, env: Mapping[str, str]) -> bool:
+    """True while a `model use` is recent enough for the model server to be still restarting
+    (the link's own time, within `web.home.model_ready_timeout_s`)."""
+    try:
+        changed = (models_dir(config, env) / CURRENT).lstat().st_mtime
+    except OSError:
+        return False
+    return dt.datetime.now().timestamp() - changed < config.web.home.model_ready_timeout_s

@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
-from enlace_agent.model_versions import serving_label
+from enlace_agent.model_versions import recently_switched, serving_label
 from enlace_agent.search.models import loads_json
 from enlace_agent.toolkit import preview
 from enlace_agent.web.live import EventDict, LiveTurns
@@ -73,6 +73,9 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 MODEL_DOWN = (
     "El asistente no está disponible ahora mismo: el servidor del modelo no responde. "
     "Inténtalo de nuevo dentro de un rato (si sigue igual, avisa a quien cuida el servidor)."
+)
+MODEL_CHANGING = (
+    "El asistente está cambiando de modelo ahora mismo. Vuelve a preguntar dentro de un minuto."
 )
 MODEL_SLOW = (
     "El asistente está tardando demasiado en responder. Inténtalo de nuevo dentro de un rato."
@@ -212,6 +215,8 @@ class WebApp:
             message = (
                 MODEL_SLOW
                 if isinstance(exc, ModelTimeout)
+                else MODEL_CHANGING
+                if recently_switched(self.assistant.config, self.env)
                 else MODEL_DOWN
                 if isinstance(exc, ModelUnavailable)
                 else MODEL_BROKEN
