@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # From nothing to a chat on 2 CPU cores (like nanochat's CPU run): the byte-level smoke model is
 # pretrained (configs/runs/smoke-cpu.yaml), fine-tuned on the built-in Spanish conversations
-# (configs/runs/sft-cpu.yaml, which also measures turn endings and tool calls on held-out ones) that
+# (configs/runs/sft-cpu.yaml, which also takes the chat measures on held-out ones) that
 # offer the assistant's own tool specs (`enlace-assistant --tools-json`),
 # and then you talk to it in the terminal. Re-running resumes or skips finished stages.
 #
@@ -29,6 +29,8 @@ uv run enlace-data chat builtin "$runs/chat-data" --tools "$runs/assistant-tools
 uv run enlace-train configs/runs/sft-cpu.yaml "train.init_from=$runs/smoke-cpu" \
   "data.path=$runs/chat-data" "run.out_dir=$runs/sft-cpu"
 echo "base + chat fine-tuning: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
-grep '"chat_turn_end"' "$runs/sft-cpu/metrics.jsonl" | tail -1
+# The last chat evaluation: turn endings, tool calls, argument fidelity, grounded answers, invention,
+# spurious calls (enlace_train/chat_eval.py; `enlace-train eval-chat` takes them for any checkpoint).
+grep ' | chat: ' "$runs/sft-cpu/train.log" | tail -1
 [ "$chat" -eq 1 ] || exit 0
 exec uv run enlace-train chat "$runs/sft-cpu" "$@"

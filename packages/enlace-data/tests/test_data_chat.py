@@ -140,6 +140,41 @@ def test_builtin_set_is_valid_varied_and_held_out() -> None:
     assert len(unseen) > len(users(val)) // 3
 
 
+def test_builtin_searches_carry_their_checks_and_held_out_names_never_train() -> None:
+    """`expect` names what the evaluation checks: the query's entities are in the question and
+    the reference query, the answer's facts in the result and the reference answer; a held-out
+    city, team or product appears nowhere in the train split."""
+    train = builtin_conversations("train", 4000)
+    val = builtin_conversations("val", 400)
+    train_text = json.dumps(train, ensure_ascii=False)
+    searches = [c for c in val if "expect" in c]
+    assert len(searches) > 60
+    for c in searches:
+        question, call, result, answer = (m for m in c["messages"] if m["role"] != "system")
+        query = call["tool_calls"][0]["function"]["arguments"]["consulta"]
+        for entity in c["expect"]["query"]:
+            assert entity.lower() in question["content"].lower() and entity in query
+            if entity not in DAYS_IN_QUERIES:
+                assert entity not in train_text, entity
+        for fact in c["expect"]["answer"]:
+            assert fact in result["content"] and fact in answer["content"]
+    assert "Zaragoza" in json.dumps(val, ensure_ascii=False) and "Zaragoza" not in train_text
+    assert all(normalize_conversation(c, "x").get("expect") == c.get("expect") for c in val)
+
+
+DAYS_IN_QUERIES = {"hoy", "mañana", "sábado", "domingo", "lunes", "fin de semana"}
+
+
+def test_expect_is_validated() -> None:
+    with pytest.raises(DataError, match="expect"):
+        normalize_conversation(_conv(expect={"query": "Sevilla"}), "f.jsonl: line 1")
+    with pytest.raises(DataError, match="expect"):
+        normalize_conversation(_conv(expect={"city": ["Sevilla"]}), "f.jsonl: line 1")
+    assert normalize_conversation(_conv(expect={"query": ["Sevilla"]}), "x")["expect"] == {
+        "query": ["Sevilla"]
+    }
+
+
 def _chat_cfg(tmp_path: Path, n: int, **kw: Any) -> DataConfig:
     root = tmp_path / "chat"
     root.mkdir(exist_ok=True)

@@ -75,3 +75,28 @@ def test_report_of_a_folder_that_is_no_run_exits_2(tmp_path):
     )
     assert proc.returncode == 2
     assert "no metrics.jsonl here; give a run directory" in proc.stderr
+
+
+def test_a_chat_run_gets_the_chat_measures_plotted_and_stated(two_runs, tmp_path):
+    import shutil
+
+    run = tmp_path / "sft"
+    shutil.copytree(two_runs[0], run)
+    rows = [
+        {"step": s, "chat_turn_end": 1.0, "chat_tool_call": 1.0, "chat_argument_fidelity": f,
+         "chat_grounded": g, "chat_invention": 0.5, "chat_spurious_calls": 0.25,
+         "chat_no_search_calls": 0.125}
+        for s, f, g in ((4, 0.0, 0.0), (8, 0.75, 0.5))
+    ]  # fmt: skip
+    with (run / "metrics.jsonl").open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    from enlace_train.report import write_report
+
+    page = write_report([run], tmp_path / "out").read_text()
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (tmp_path / "out" / "chat.png").read_bytes().startswith(b"\x89PNG")
+    assert {s["key"] for s in report["plots"]["chat.png"]} >= {"chat_argument_fidelity"}
+    chat = next(iter(report["runs"].values()))["chat"]
+    assert chat["chat_argument_fidelity"] == 0.75 and chat["chat_grounded"] == 0.5
+    assert "| argument fidelity (last chat evaluation) | 75.0% |" in page
+    assert "![Chat measures](chat.png)" in page

@@ -46,6 +46,9 @@ def test_sft_from_a_base_run_logs_chat_measures_and_resumes_exactly(write_run, h
     for r in chat:
         assert 0.0 <= r["chat_turn_end"] <= 1.0 and r["chat_eval_conversations"] == 6
         assert r["chat_tool_call"] is None or 0.0 <= r["chat_tool_call"] <= 1.0
+        for key in ("chat_argument_fidelity", "chat_grounded", "chat_invention"):
+            assert r[key] is None or 0.0 <= r[key] <= 1.0
+    assert "arguments" in (straight / "train.log").read_text()  # the terminal line names them
     assert [r["step"] for r in rows if "val_loss" in r] == [3, 6]
     log = (straight / "train.log").read_text()
     assert "built-in conversation set" in log and "initialised from" in log

@@ -300,6 +300,31 @@ def normalize_conversation(record: Any, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {"messages": messages}
     if tools:
         out["tools"] = [dict(t) for t in tools]
+    expect = _normalize_expect(record.get("expect"), where)
+    if expect:
+        out["expect"] = expect
+    return out
+
+
+EXPECT_KEYS = ("query", "answer")
+
+
+def _normalize_expect(expect: Any, where: str) -> dict[str, list[str]]:
+    """A conversation's optional `expect` ({"query": [...], "answer": [...]}, lists of strings):
+    what the chat evaluation checks. `query`: the key entities (city, team, day...) the first
+    assistant turn's tool call must carry in its arguments; `answer`: the facts (a number, a
+    time, a name) the first assistant turn after a tool result must state. Never rendered."""
+    if expect is None:
+        return {}
+    if not isinstance(expect, Mapping) or set(expect) - set(EXPECT_KEYS):
+        raise _problem(where, f"'expect' must be an object with keys among {EXPECT_KEYS}")
+    out: dict[str, list[str]] = {}
+    for key in EXPECT_KEYS:
+        values = expect.get(key) or []
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            raise _problem(where, f"'expect.{key}' must be a list of non-empty strings")
+        if values:
+            out[key] = list(values)
     return out
 
 

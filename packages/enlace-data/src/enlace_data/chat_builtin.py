@@ -9,6 +9,7 @@ every fifth household question appear only in validation, so it measures replies
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from enlace_data.errors import DataError
@@ -36,26 +37,58 @@ SYSTEMS = (
 )
 HELD_OUT_EVERY = 5
 
+# Large lists, so that a model learns to copy a name from the question rather than to remember a
+# few: every HELD_OUT_EVERY-th value (1-based) appears only in validation (Zaragoza, which the
+# end-to-end chat test asks about, is one of them).
 CITIES = (
     "Sevilla", "Madrid", "Valencia", "Bilbao", "Zaragoza", "Málaga", "Granada", "Oviedo",
     "Murcia", "Salamanca", "Cádiz", "Toledo", "León", "Vigo", "Córdoba", "Burgos", "Almería",
-    "Girona", "Logroño", "Huelva",
+    "Girona", "Logroño", "Huelva", "Santander", "Pamplona", "Badajoz", "Cáceres", "Segovia",
+    "Ávila", "Soria", "Teruel", "Cuenca", "Jaén", "Lleida", "Tarragona", "Gijón", "Palencia",
+    "Zamora", "Valladolid", "Ourense", "Lugo", "Pontevedra", "Jerez", "Alicante", "Castellón",
+    "Albacete", "Ciudad Real", "Guadalajara", "Huesca", "Mérida", "Santiago", "Ferrol", "Elche",
+    "Cartagena", "Lorca", "Marbella", "Ronda", "Úbeda", "Baeza", "Plasencia", "Ponferrada",
+    "Astorga", "Reus", "Sabadell", "Terrassa", "Badalona", "Getafe", "Alcalá de Henares",
+    "Móstoles", "Leganés", "Fuenlabrada", "Alcorcón", "Torrejón", "Aranjuez", "Talavera",
+    "Linares", "Motril", "Antequera", "Écija", "Osuna", "Utrera", "Calahorra", "Tudela",
+    "Vitoria", "Irún", "Eibar", "Getxo", "Benidorm", "Denia", "Gandía", "Sagunto", "Alcoy",
+    "Orihuela", "Manresa", "Vic", "Figueres", "Olot", "Blanes", "Mataró", "Calatayud", "Jaca",
+    "Barbastro", "Alcañiz",
 )  # fmt: skip
 TEAMS = (
-    "el Betis", "el Sevilla", "el Valencia", "el Athletic", "el Celta", "el Getafe", "el Osasuna",
-    "el Mallorca", "el Girona", "el Alavés",
+    ("el", "Betis"), ("el", "Athletic"), ("el", "Celta"), ("el", "Osasuna"), ("el", "Alavés"),
+    ("el", "Villarreal"), ("el", "Espanyol"), ("el", "Rayo Vallecano"), ("la", "Real Sociedad"),
+    ("la", "UD Las Palmas"), ("el", "Atlético"), ("el", "Barça"), ("el", "Real Madrid"),
+    ("el", "Racing"), ("el", "Sporting"), ("el", "Tenerife"), ("el", "Levante"),
+    ("el", "Mirandés"), ("el", "Deportivo"), ("el", "Numancia"), ("la", "Ponferradina"),
+    ("el", "Unionistas"), ("la", "Real Unión"), ("el", "Amorebieta"), ("el", "Andorra"),
+    ("el", "Eldense"), ("el", "Nàstic"), ("el", "Recreativo"), ("el", "Hércules"),
+    ("el", "Mallorca"),
 )  # fmt: skip
 PRODUCTS = (
-    "la gasolina", "el aceite de oliva", "la luz", "el pan", "los huevos", "el café",
-    "el butano", "la leche", "las naranjas", "el abono transporte",
+    ("la", "gasolina"), ("el", "aceite de oliva"), ("la", "luz"), ("el", "pan"),
+    ("los", "huevos"), ("el", "café"), ("el", "butano"), ("la", "leche"), ("las", "naranjas"),
+    ("el", "abono transporte"), ("el", "gasóleo"), ("los", "tomates"), ("las", "patatas"),
+    ("el", "pollo"), ("la", "merluza"), ("el", "azúcar"), ("el", "arroz"), ("los", "plátanos"),
+    ("las", "manzanas"), ("la", "cerveza"), ("el", "queso"), ("el", "jamón"),
+    ("el", "alquiler"), ("el", "gas natural"), ("las", "lentejas"), ("el", "atún"),
+    ("los", "limones"), ("la", "harina"), ("el", "yogur"), ("las", "sardinas"),
 )  # fmt: skip
 PLACES = (
-    "la farmacia", "el ayuntamiento", "la biblioteca", "el mercado", "la oficina de correos",
-    "el centro de salud", "la piscina municipal", "el museo",
+    ("la", "farmacia"), ("el", "ayuntamiento"), ("la", "biblioteca"), ("el", "mercado"),
+    ("la", "oficina de correos"), ("el", "centro de salud"), ("la", "piscina municipal"),
+    ("el", "museo"), ("el", "polideportivo"), ("la", "estación de tren"),
+    ("la", "oficina de turismo"), ("el", "registro civil"), ("el", "mercadillo"),
+    ("la", "catedral"), ("el", "cementerio"),
 )  # fmt: skip
 NEWS = (
     "las elecciones", "la huelga de transporte", "el precio de la vivienda", "la sequía",
     "los incendios", "la liga de fútbol", "el festival de cine", "las pensiones",
+    "el salario mínimo", "la vuelta ciclista", "la ola de calor", "el cambio de hora",
+    "las rebajas", "la lotería de Navidad", "la gripe", "las obras del metro",
+    "el tren de alta velocidad", "la huelga de médicos", "las becas", "las oposiciones",
+    "el eclipse", "el carnaval", "la Semana Santa", "la feria del libro", "el Mundial",
+    "los Juegos Olímpicos", "la borrasca", "el apagón", "la vacuna", "el puente de mayo",
 )  # fmt: skip
 COUNTRIES = (
     ("Francia", "París"), ("Italia", "Roma"), ("Portugal", "Lisboa"), ("Alemania", "Berlín"),
@@ -124,8 +157,29 @@ SOURCES = (
     ("aemet.es", "AEMET"), ("elpais.com", "El País"), ("rtve.es", "RTVE"),
     ("elmundo.es", "El Mundo"), ("20minutos.es", "20minutos"), ("europapress.es", "Europa Press"),
 )  # fmt: skip
-WEATHER = ("soleado", "nublado", "con lluvia", "con viento", "con tormentas")
-DAYS = ("hoy", "mañana", "este fin de semana")
+WEATHER = ("soleado", "nublado", "con lluvia", "con viento", "con tormentas", "con niebla")
+# (how a question names the day, how a query names it)
+DAYS = (
+    ("hoy", "hoy"), ("mañana", "mañana"), ("el sábado", "sábado"), ("el domingo", "domingo"),
+    ("el lunes", "lunes"), ("este fin de semana", "fin de semana"),
+)  # fmt: skip
+MONTHS = (
+    "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre",
+    "octubre", "noviembre", "diciembre",
+)  # fmt: skip
+# Names a reply may state as facts: one that the tool result did not give is an invention.
+FACT_NAMES = (*CITIES, *(name for _, name in TEAMS), *(name for _, name in SOURCES))
+
+
+@dataclass(frozen=True)
+class Search:
+    """A question that needs current information, the query that carries it and the result."""
+
+    question: str
+    query: str
+    entities: tuple[str, ...]  # what the query must name (the question's city, team, day...)
+    fact: str  # the sentence the search result states
+    facts: tuple[str, ...]  # the values of `fact` an answer must carry (a number, a time...)
 
 
 def _split(values: tuple[Any, ...], val: bool) -> list[Any]:
@@ -133,60 +187,87 @@ def _split(values: tuple[Any, ...], val: bool) -> list[Any]:
     return [v for i, v in enumerate(values) if ((i + 1) % HELD_OUT_EVERY == 0) == val]
 
 
-def _search_question(rng: random.Random, val: bool) -> tuple[str, str, str]:
-    """(question, search query, the fact a search result would state)."""
+def _es(text: str) -> str:
+    """Spanish contractions: «de el» is «del», «a el» is «al»."""
+    return text.replace(" de el ", " del ").replace(" a el ", " al ")
+
+
+def _search(rng: random.Random, val: bool) -> Search:
+    """A search question with its query and a result drawn at random: the values (a temperature,
+    a score, a price, a time) are whatever the result says, so an answer is right only by copying
+    them from the result, never from what similar questions were answered before."""
     kind = rng.randrange(5)
     if kind == 0:
-        city, day = rng.choice(_split(CITIES, val)), rng.choice(DAYS)
-        sky, t = rng.choice(WEATHER), rng.randint(8, 38)
+        city, (day, day_q) = rng.choice(_split(CITIES, val)), rng.choice(DAYS)
+        sky, t = rng.choice(WEATHER), rng.randint(-5, 44)
         q = rng.choice(
             (f"¿Qué tiempo hará {day} en {city}?", f"¿Va a llover {day} en {city}?",
-             f"¿Qué temperatura hace {day} en {city}?")
+             f"¿Qué temperatura hace {day} en {city}?", f"En {city}, ¿qué tiempo hace {day}?",
+             f"¿Cómo estará el cielo en {city} {day}?", f"Dime el tiempo de {city} para {day}.",
+             f"¿Hará frío {day} en {city}?", f"¿Necesito paraguas {day} en {city}?")
         )  # fmt: skip
-        return q, f"tiempo {city}", f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados."
+        fact = f"{day.capitalize()} en {city}: {sky}, máxima de {t} grados."
+        return Search(q, f"tiempo {city} {day_q}", (city, day_q), fact, (sky, f"{t} grados"))
     if kind == 1:
-        team = rng.choice(_split(TEAMS, val))
-        a, b = rng.randint(0, 4), rng.randint(0, 4)
-        q = rng.choice((f"¿Cómo quedó {team} ayer?", f"¿Ganó {team} su último partido?"))
-        return q, team.removeprefix("el "), f"El último partido de {team} acabó {a}-{b}."
-    if kind == 2:
-        product = rng.choice(_split(PRODUCTS, val))
-        price = f"{rng.randint(1, 9)},{rng.randint(0, 99):02d}"
+        (art, team), (_, rival) = rng.sample(_split(TEAMS, val), 2)
+        a, b = rng.randint(0, 5), rng.randint(0, 5)
         q = rng.choice(
-            (f"¿A cuánto está hoy {product}?", f"¿Cuál es el precio actual de {product}?")
-        )
-        return q, f"precio {product}", f"El precio medio de {product} es hoy {price} euros."
+            (f"¿Cómo quedó {art} {team} ayer?", f"¿Ganó {art} {team} su último partido?",
+             f"¿Qué resultado sacó {art} {team} el domingo?", f"Dime cómo ha quedado {art} {team}.",
+             f"¿{team} ganó o perdió?", f"¿Cuánto quedó el partido de {art} {team}?")
+        )  # fmt: skip
+        fact = f"{team} {a}, {rival} {b}: así acabó el último partido de {art} {team}."
+        return Search(q, f"resultado {team}", (team,), fact, (f"{team} {a}", f"{rival} {b}"))
+    if kind == 2:
+        art, product = rng.choice(_split(PRODUCTS, val))
+        price = f"{rng.randint(0, 99)},{rng.randint(0, 99):02d}"
+        q = rng.choice(
+            (f"¿A cuánto está hoy {art} {product}?", f"¿Cuál es el precio actual de {art} {product}?",
+             f"¿Cuánto cuesta {art} {product} esta semana?", f"¿Ha subido {art} {product}?",
+             f"Precio de {art} {product}, por favor.", f"¿Está caro {art} {product}?")
+        )  # fmt: skip
+        fact = f"Precio medio de {art} {product} hoy: {price} euros."
+        return Search(q, f"precio {product}", (product,), fact, (f"{price} euros",))
     if kind == 3:
-        place, city = rng.choice(_split(PLACES, val)), rng.choice(_split(CITIES, val))
-        o, c = rng.randint(8, 10), rng.randint(14, 21)
-        fact = f"{place.capitalize()} de {city} abre hoy de {o}:00 a {c}:00."
-        return (
-            f"¿A qué hora abre {place} de {city} hoy?",
-            f"horario {place.split()[-1]} {city}",
-            fact,
+        (art, place), city = rng.choice(_split(PLACES, val)), rng.choice(_split(CITIES, val))
+        o, c = (
+            f"{rng.randint(6, 11)}:{rng.choice('0134')}0",
+            f"{rng.randint(13, 22)}:{rng.choice('0134')}0",
         )
+        q = rng.choice(
+            (f"¿A qué hora abre {art} {place} de {city}?", f"¿Qué horario tiene {art} {place} de {city}?",
+             f"En {city}, ¿cuándo abre {art} {place}?", f"¿Hasta qué hora está abierto {art} {place} de {city}?")
+        )  # fmt: skip
+        fact = f"{art.capitalize()} {place} de {city} abre hoy de {o} a {c}."
+        return Search(q, f"horario {place} {city}", (place, city), fact, (o, c))
     topic = rng.choice(_split(NEWS, val))
+    d, month = rng.randint(1, 28), rng.choice(MONTHS)
     q = rng.choice(
-        (f"¿Qué se sabe hoy de {topic}?", f"¿Cuáles son las últimas noticias sobre {topic}?")
-    )
-    return q, f"noticias {topic}", f"Hoy se informa de novedades sobre {topic} en toda España."
+        (f"¿Qué se sabe hoy de {topic}?", f"¿Cuáles son las últimas noticias sobre {topic}?",
+         f"¿Hay novedades sobre {topic}?", f"Cuéntame qué pasa con {topic}.")
+    )  # fmt: skip
+    bare = topic.split(" ", 1)[1]
+    fact = f"Última hora sobre {topic}: habrá novedades el {d} de {month}."
+    return Search(q, f"noticias {bare}", (bare,), fact, (f"{d} de {month}",))
 
 
-def _search_turns(rng: random.Random, question: str, query: str, fact: str) -> list[dict[str, Any]]:
+def _search_turns(rng: random.Random, s: Search) -> list[dict[str, Any]]:
+    s = Search(_es(s.question), s.query, s.entities, _es(s.fact), s.facts)
     domain, name = rng.choice(SOURCES)
     result = (
-        f"Resultados para «{query}»:\n[1] {name} — https://www.{domain}/\n    {fact}\n"
+        f"Resultados para «{s.query}»:\n[1] {name} — https://www.{domain}/\n    {s.fact}\n"
         "(fuente: duckduckgo)"
     )
     call = {
         "type": "function",
-        "function": {"name": SEARCH_TOOL_NAME, "arguments": {"consulta": query}},
+        "function": {"name": SEARCH_TOOL_NAME, "arguments": {"consulta": s.query}},
     }
     answer = rng.choice(
-        (f"Según {name} ({domain}): {fact}", f"He buscado y, según {domain}: {fact}")
-    )
+        (f"Según {name} ({domain}): {s.fact}", f"He buscado y, según {domain}: {s.fact}",
+         f"{s.fact} (fuente: {name})")
+    )  # fmt: skip
     return [
-        {"role": "user", "content": question},
+        {"role": "user", "content": s.question},
         {"role": "assistant", "content": "", "tool_calls": [call]},
         {"role": "tool", "content": result},
         {"role": "assistant", "content": answer},
@@ -210,7 +291,9 @@ def _refusal_turns(rng: random.Random, question: str) -> list[dict[str, Any]]:
 
 
 def _plain(rng: random.Random, val: bool) -> list[dict[str, Any]]:
-    kind = rng.randrange(3)
+    """A question to answer without searching: a greeting, general knowledge, a sum or a product,
+    a household question."""
+    kind = rng.randrange(4)
     if kind == 0:
         turns = _qa(rng.choice(GREETINGS), rng.choice(GREETING_REPLIES))
         if rng.random() < 0.3:
@@ -225,6 +308,11 @@ def _plain(rng: random.Random, val: bool) -> list[dict[str, Any]]:
             )  # fmt: skip
             return _qa(q, f"La capital de {country} es {capital}.")
         return _qa(*rng.choice(_split(FACTS, val)))
+    if kind == 2:
+        a, b = rng.randint(2, 12), rng.randint(2, 12)
+        op, value = rng.choice((("más", a + b), ("por", a * b)))
+        q = rng.choice((f"¿Cuánto es {a} {op} {b}?", f"¿Cuántos son {a} {op} {b}?"))
+        return _qa(q, f"{a} {op} {b} son {value}.")
     return _qa(*rng.choice(_split(HOUSEHOLD, val)))
 
 
@@ -258,16 +346,21 @@ def builtin_conversations(
     out: list[dict[str, Any]] = []
     for _ in range(n):
         with_tools = rng.random() < 0.5
+        expect: dict[str, list[str]] = {}
         if rng.randrange(4) < 2:  # half of them plain, half needing current information
             turns = _plain(rng, val)
         elif with_tools:
-            turns = _search_turns(rng, *_search_question(rng, val))
+            s = _search(rng, val)
+            turns = _search_turns(rng, s)
+            expect = {"query": list(s.entities), "answer": list(s.facts)}
         else:
-            turns = _refusal_turns(rng, _search_question(rng, val)[0])
+            turns = _refusal_turns(rng, _es(_search(rng, val).question))
         system = rng.choice(SYSTEMS)
         messages = ([{"role": "system", "content": system}] if system else []) + turns
         conv: dict[str, Any] = {"messages": messages}
         if with_tools:
             conv["tools"] = offered
+        if expect:
+            conv["expect"] = expect
         out.append(conv)
     return out

@@ -1,97 +1,303 @@
-"""The chat measures taken at each evaluation of a chat (SFT) run, on held-out conversations.
+"""The chat measures of a chat (SFT) run, on held-out conversations: taken at each evaluation and
+by `enlace-train eval-chat MODEL DATA` for any checkpoint or exported folder.
 
-For each of the first data.chat_eval_conversations conversations of the val split: the messages
-before its first assistant turn are rendered with the generation prompt, the model replies
-greedily (at most data.chat_eval_max_tokens tokens, stopping at <|im_end|>), and the reply is
-compared with the reference turn:
-- turn_end: the share of replies that end with <|im_end|> (not cut by the token limit);
-- tool_call: among references that call a tool (search-needing prompts with the tool offered), the
-  share of replies holding a well-formed tool call (closed, JSON, a name and object arguments)
-  naming the same tool, and ending their turn;
-- spurious_calls: among references that call no tool, the share of replies that call one.
+From each of the first data.chat_eval_conversations held-out conversations come up to two prompts,
+rendered with the generation prompt and answered greedily (at most data.chat_eval_max_tokens
+tokens, stopping at <|im_end|>):
+- the first reply: the messages before the first assistant turn;
+- the reply after a tool result: the messages before the first assistant turn that follows a tool
+  result and answers in text.
+A conversation may carry `expect` (enlace_data.chat): `query`, the key entities (city, team,
+day...) its search must name, and `answer`, the facts (a number, a time, a name) the result
+states. Values are compared without accents or case, as whole words. The measures:
+- turn_end: the share of all replies that end with <|im_end|> (not cut by the token limit);
+- tool_call: among first replies whose reference calls a tool, the share holding a well-formed
+  tool call (closed, JSON, a name and object arguments) naming the same tool, ending the turn;
+- argument_fidelity: among those with `expect.query`, the share whose call is such a call and
+  whose arguments name every entity: the search carries the question;
+- spurious_calls: among first replies whose reference calls no tool, the share that call one;
+  no_search_calls: the same among those offered the tools (greetings, sums, household questions:
+  the no-search set, where a call is the model's choice, not a format slip);
+- grounded: among replies after a tool result with `expect.answer`, the share that state every
+  fact of the result and call no tool;
+- invention: among replies after a tool result, the share stating a fact-shaped value (a number,
+  or a name of enlace_data.chat_builtin.FACT_NAMES) that neither the result nor the question gave.
+A model that learned the format but not the content scores tool_call 100 % and fidelity 0.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
-from enlace_config.schema import RunConfig
-from enlace_model import generate
+from enlace_config.schema.data import DataConfig
+from enlace_config.schema.run import RunConfig
 
 from enlace_train.metrics import log
+
+# (prompts, max new tokens) -> each reply's ids, the stop token excluded: a reply as long as the
+# limit did not end its turn.
+Replier = Callable[[list[list[int]], int], list[list[int]]]
+NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+@dataclass
+class Case:
+    """One prompt to answer and what its reply is checked against."""
+
+    prompt: list[int]
+    first: bool  # the first reply (else: the reply after a tool result)
+    tool: str | None  # first reply: the tool the reference calls
+    offered: bool  # the conversation offers tools
+    entities: tuple[str, ...]  # first reply: what the call's arguments must name
+    facts: tuple[str, ...]  # after a result: what the reply must state
+    given: str  # after a result: the question and the result, whose values a reply may repeat
 
 
 @dataclass
 class ChatEval:
     conversations: int
+    replies: int
     turn_end: float
     tool_prompts: int
     tool_call: float | None
+    fidelity_prompts: int
+    argument_fidelity: float | None
     spurious_calls: float | None
+    no_search_prompts: int
+    no_search_calls: float | None
+    grounded_prompts: int
+    grounded: float | None
+    result_prompts: int
+    invention: float | None
+
+    def row(self) -> dict[str, Any]:
+        """The metrics.jsonl fields (chat_*)."""
+        return {
+            "chat_turn_end": self.turn_end,
+            "chat_tool_call": self.tool_call,
+            "chat_argument_fidelity": self.argument_fidelity,
+            "chat_spurious_calls": self.spurious_calls,
+            "chat_no_search_calls": self.no_search_calls,
+            "chat_grounded": self.grounded,
+            "chat_invention": self.invention,
+            "chat_eval_conversations": self.conversations,
+            "chat_eval_replies": self.replies,
+            "chat_tool_prompts": self.tool_prompts,
+            "chat_fidelity_prompts": self.fidelity_prompts,
+            "chat_no_search_prompts": self.no_search_prompts,
+            "chat_grounded_prompts": self.grounded_prompts,
+            "chat_result_prompts": self.result_prompts,
+        }
+
+    def line(self) -> str:
+        """The terminal summary."""
+
+        def pct(x: float | None) -> str:
+            return "n/a" if x is None else f"{100 * x:.1f}%"
+
+        return (
+            f"turn endings {pct(self.turn_end)} of {self.replies} | tool calls "
+            f"{pct(self.tool_call)} of {self.tool_prompts} | arguments "
+            f"{pct(self.argument_fidelity)} of {self.fidelity_prompts} | grounded "
+            f"{pct(self.grounded)} of {self.grounded_prompts} | invented {pct(self.invention)} | "
+            f"spurious calls {pct(self.spurious_calls)} (no-search {pct(self.no_search_calls)} of "
+            f"{self.no_search_prompts})"
+        )
 
 
-def _cases(cfg: RunConfig, tokenizer: Any) -> list[tuple[list[int], str | None]]:
-    """(prompt ids, the tool the reference calls or None) per held-out conversation that fits."""
+def fold(text: str) -> str:
+    """Without accents, case-folded: «Málaga» and «malaga» compare equal."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def states(text: str, value: str) -> bool:
+    """Whether `text` names `value` as whole words (accent- and case-insensitive)."""
+    return _word(value).search(fold(text)) is not None
+
+
+@cache
+def _word(value: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(fold(value)) + r"(?!\w)")
+
+
+@cache
+def _names() -> tuple[re.Pattern[str], ...]:
+    from enlace_data.chat_builtin import FACT_NAMES
+
+    return tuple(_word(name) for name in FACT_NAMES)
+
+
+def invented(reply: str, given: str) -> bool:
+    """Whether `reply` states a number or a known name that `given` does not."""
+    reply, given = fold(reply), fold(given)
+    numbers = set(NUMBER.findall(given))
+    if any(n not in numbers for n in NUMBER.findall(reply)):
+        return True
+    return any(name.search(reply) and not name.search(given) for name in _names())
+
+
+def cases(
+    convs: Sequence[dict[str, Any]], tokenizer: Any, *, room: int, conversations: int
+) -> tuple[list[Case], int]:
+    """The cases of the first `conversations` conversations that yield one whose prompt fits in
+    `room` tokens, and how many conversations that was."""
     from enlace_data.chat import render
-    from enlace_data.chat_loader import load_split
 
-    convs, _ = load_split(cfg.data, "val")
-    room = cfg.model.context_length - cfg.data.chat_eval_max_tokens
-    cases: list[tuple[list[int], str | None]] = []
+    out: list[Case] = []
+    used = 0
     for conv in convs:
-        messages = conv["messages"]
-        first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
-        prompt = render(
-            messages[:first], tokenizer, tools=conv.get("tools"), add_generation_prompt=True
-        ).ids
-        if len(prompt) > room:
-            continue
-        calls = messages[first]["tool_calls"]
-        cases.append((prompt, calls[0]["function"]["name"] if calls else None))
-        if len(cases) == cfg.data.chat_eval_conversations:
+        if used >= conversations:
             break
-    return cases
+        messages, tools = conv["messages"], conv.get("tools")
+        expect = conv.get("expect") or {}
+        found = False
+        first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        prompt = render(messages[:first], tokenizer, tools=tools, add_generation_prompt=True).ids
+        if len(prompt) <= room:
+            calls = messages[first]["tool_calls"]
+            tool = calls[0]["function"]["name"] if calls else None
+            entities = tuple(expect.get("query", ())) if tool else ()
+            out.append(Case(prompt, True, tool, bool(tools), entities, (), ""))
+            found = True
+        after = _after_result(messages)
+        if after is not None:
+            prompt = render(
+                messages[:after], tokenizer, tools=tools, add_generation_prompt=True
+            ).ids
+            if len(prompt) <= room:
+                given = "\n".join(
+                    m["content"] for m in messages[:after] if m["role"] in ("user", "tool")
+                )
+                facts = tuple(expect.get("answer", ()))
+                out.append(Case(prompt, False, None, bool(tools), (), facts, given))
+                found = True
+        used += found
+    return out, used
 
 
-@torch.no_grad()
-def chat_eval(model: torch.nn.Module, cfg: RunConfig, device: torch.device) -> ChatEval:
-    """Replay held-out conversations' first replies (see the module docstring)."""
+def _after_result(messages: Sequence[dict[str, Any]]) -> int | None:
+    """The index of the first assistant turn with text that follows a tool result, if any."""
+    seen_result = False
+    for i, m in enumerate(messages):
+        seen_result |= m["role"] == "tool"
+        if seen_result and m["role"] == "assistant" and m["content"].strip():
+            return i
+    return None
+
+
+def score(
+    case_list: Sequence[Case],
+    replies: Sequence[Sequence[int]],
+    limit: int,
+    tokenizer: Any,
+    conversations: int,
+) -> ChatEval:
+    """The measures of the module docstring, from each case's reply."""
     from enlace_data.chat import parse_tool_calls
-    from enlace_data.chat_loader import chat_tokenizer
+
+    ended = [len(r) < limit for r in replies]  # the stop token is not returned
+    tally: dict[str, list[bool]] = {
+        k: [] for k in ("tool", "fidelity", "spurious", "no_search", "grounded", "invention")
+    }
+    for case, reply, end in zip(case_list, replies, ended, strict=True):
+        calls = parse_tool_calls(reply, tokenizer)
+        if case.first and case.tool is not None:
+            ok = end and calls and calls[0].name == case.tool
+            call = calls[0] if ok and calls else None
+            tally["tool"].append(call is not None)
+            if case.entities:
+                query = " ".join(str(v) for v in call.arguments.values()) if call else ""
+                tally["fidelity"].append(
+                    call is not None and all(states(query, e) for e in case.entities)
+                )
+        elif case.first:
+            tally["spurious"].append(bool(calls))
+            if case.offered:
+                tally["no_search"].append(bool(calls))
+        else:
+            text = tokenizer.decode(list(reply))
+            if case.facts:
+                tally["grounded"].append(calls == [] and all(states(text, f) for f in case.facts))
+            tally["invention"].append(invented(text, case.given))
+
+    def share(key: str) -> float | None:
+        v = tally[key]
+        return sum(v) / len(v) if v else None
+
+    return ChatEval(
+        conversations=conversations,
+        replies=len(case_list),
+        turn_end=sum(ended) / max(len(ended), 1),
+        tool_prompts=len(tally["tool"]),
+        tool_call=share("tool"),
+        fidelity_prompts=len(tally["fidelity"]),
+        argument_fidelity=share("fidelity"),
+        spurious_calls=share("spurious"),
+        no_search_prompts=len(tally["no_search"]),
+        no_search_calls=share("no_search"),
+        grounded_prompts=len(tally["grounded"]),
+        grounded=share("grounded"),
+        result_prompts=len(tally["invention"]),
+        invention=share("invention"),
+    )
+
+
+def evaluate_conversations(
+    convs: Sequence[dict[str, Any]],
+    tokenizer: Any,
+    reply: Replier,
+    *,
+    context_length: int,
+    conversations: int,
+    max_tokens: int,
+) -> ChatEval:
+    """Answer the cases of `convs` with `reply` and score them (the module docstring)."""
+    found, used = cases(
+        convs, tokenizer, room=context_length - max_tokens, conversations=conversations
+    )
+    replies = reply([c.prompt for c in found], max_tokens) if found else []
+    return score(found, replies, max_tokens, tokenizer, used)
+
+
+def model_replier(model: torch.nn.Module, tokenizer: Any) -> Replier:
+    """Greedy replies of `model` that stop at <|im_end|>."""
     from enlace_data.special_tokens import IM_END
+    from enlace_model import generate
+
+    stop = [tokenizer.special_ids[IM_END]]
+
+    @torch.no_grad()
+    def reply(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+        was_training = model.training
+        model.eval()
+        try:
+            return generate(model, prompts, max_tokens, stop_tokens=stop)  # type: ignore[arg-type]
+        finally:
+            model.train(was_training)
+
+    return reply
+
+
+def chat_eval(model: torch.nn.Module, cfg: RunConfig) -> ChatEval:
+    """The measures of a training run's model on its held-out split (cfg.data)."""
+    from enlace_data.chat_loader import chat_tokenizer, load_split
 
     tokenizer = chat_tokenizer(cfg.data)
-    cases = _cases(cfg, tokenizer)
-    limit = cfg.data.chat_eval_max_tokens
-    was_training = model.training
-    model.eval()
-    try:
-        replies = generate(
-            model,  # type: ignore[arg-type]
-            [p for p, _ in cases],
-            limit,
-            stop_tokens=[tokenizer.special_ids[IM_END]],
-        )
-    finally:
-        model.train(was_training)
-    ended = [len(r) < limit for r in replies]  # the stop token is not returned
-    tool_ok = spurious = tool_n = 0
-    for (_, expected), reply, end in zip(cases, replies, ended, strict=True):
-        calls = parse_tool_calls(reply, tokenizer)
-        if expected is not None:
-            tool_n += 1
-            tool_ok += bool(end and calls and calls[0].name == expected)
-        else:
-            spurious += bool(calls)
-    plain = len(cases) - tool_n
-    return ChatEval(
-        conversations=len(cases),
-        turn_end=sum(ended) / max(len(cases), 1),
-        tool_prompts=tool_n,
-        tool_call=tool_ok / tool_n if tool_n else None,
-        spurious_calls=spurious / plain if plain else None,
+    convs, _ = load_split(cfg.data, "val")
+    return evaluate_conversations(
+        convs,
+        tokenizer,
+        model_replier(model, tokenizer),
+        context_length=cfg.model.context_length,
+        conversations=cfg.data.chat_eval_conversations,
+        max_tokens=cfg.data.chat_eval_max_tokens,
     )
 
 
@@ -99,22 +305,50 @@ def log_chat_eval(
     model: torch.nn.Module, cfg: RunConfig, backend: Any, step: int, metrics: Any
 ) -> None:
     """Run chat_eval, write its row to metrics.jsonl and log it."""
-    r = chat_eval(model, cfg, backend.device)
-    metrics.write(
-        {
-            "step": step,
-            "chat_turn_end": r.turn_end,
-            "chat_tool_call": r.tool_call,
-            "chat_spurious_calls": r.spurious_calls,
-            "chat_eval_conversations": r.conversations,
-            "chat_tool_prompts": r.tool_prompts,
-        }
+    r = chat_eval(model, cfg)
+    metrics.write({"step": step, **r.row()})
+    log.info(f"step {step} | chat: {r.line()}")
+
+
+def eval_checkpoint(
+    path: str,
+    data: str,
+    *,
+    conversations: int | None = None,
+    max_tokens: int | None = None,
+    device: str = "cpu",
+) -> tuple[ChatEval, Any]:
+    """`enlace-train eval-chat`: the measures of a run's newest checkpoint (or a checkpoint, or an
+    exported folder) on DATA's held-out conversations (a chat data directory's val split, a
+    .jsonl/.parquet file, or `builtin`). Defaults: data.chat_eval_* of the config schema."""
+    from pathlib import Path
+
+    from enlace_data.chat_loader import load_split, read_conversations
+    from enlace_data.tokenizer import load_tokenizer
+    from enlace_model.checkpoint import load_model, resolve_checkpoint
+
+    checkpoint = resolve_checkpoint(path)
+    model = load_model(checkpoint, device=device, dtype=torch.float32)
+    tokenizer = load_tokenizer(checkpoint)
+    fields = DataConfig.model_fields
+    if Path(data).is_file():
+        convs = read_conversations(Path(data))
+    else:
+        source = DataConfig.model_validate(
+            {
+                "kind": "chat",
+                "path": data,
+                "fallback": "builtin" if data == "builtin" else "none",
+                "context_length": model.cfg.context_length,
+            }
+        )
+        convs, _ = load_split(source, "val")
+    result = evaluate_conversations(
+        convs,
+        tokenizer,
+        model_replier(model, tokenizer),
+        context_length=model.cfg.context_length,
+        conversations=conversations or fields["chat_eval_conversations"].default,
+        max_tokens=max_tokens or fields["chat_eval_max_tokens"].default,
     )
-    pct = [
-        "n/a" if x is None else f"{100 * x:.1f}%"
-        for x in (r.turn_end, r.tool_call, r.spurious_calls)
-    ]
-    log.info(
-        f"step {step} | chat: turn endings {pct[0]} of {r.conversations} | well-formed tool calls "
-        f"{pct[1]} of {r.tool_prompts} | spurious calls {pct[2]}"
-    )
+    return result, checkpoint

@@ -1,5 +1,5 @@
-"""`enlace-train CONFIG [key=value ...]`, `enlace-train sample RUN_DIR --prompt "..."` and
-`enlace-train chat RUN_OR_CHECKPOINT`.
+"""`enlace-train CONFIG [key=value ...]` and the verbs of USAGE below (`sample`, `chat`, `eval`,
+`eval-chat`, `report`, `lm-eval`).
 
 Thin on purpose: the config is composed and validated before torch is imported (a bad config exits 2
 in a fraction of a second), then the trainer does the work. Errors the user can act on print one
@@ -21,6 +21,7 @@ enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONF
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
 enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal
 enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files
+enlace-train eval-chat RUN_OR_CHECKPOINT DATA    chat measures on held-out conversations
 enlace-train report RUN_DIR... [--out DIR]       a Markdown page and plots of one or more runs
 enlace-train lm-eval MODEL [--tasks ...]         Spanish benchmarks (lm-eval) on the HF export"""
 
@@ -160,7 +161,7 @@ def chat_cli(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verbs = {"sample": sample_main, "chat": chat_cli, "eval": eval_main}
-    verbs |= {"report": report_main, "lm-eval": lm_eval_main}
+    verbs |= {"eval-chat": eval_chat_main, "report": report_main, "lm-eval": lm_eval_main}
     if args and args[0] in verbs:
         return verbs[args[0]](args[1:])
     ns = _train_parser().parse_args(args)
@@ -264,6 +265,54 @@ def eval_main(argv: Sequence[str]) -> int:
         _write_json(ns.json, result)
     else:
         print(json.dumps(result))
+    return 0
+
+
+def eval_chat_main(argv: Sequence[str]) -> int:
+    import json
+
+    p = _parser(
+        "enlace-train eval-chat",
+        "The chat measures of a model on held-out conversations (enlace_train/chat_eval.py "
+        "defines them): turn endings, well-formed tool calls, argument fidelity (the search names "
+        "the question's entities), grounded answers and invention after a tool result, spurious "
+        "calls. Prints one line, then the result as JSON (or writes it to --json).",
+    )
+    p.add_argument("model", help="a run directory, a checkpoint directory or an exported folder")
+    p.add_argument(
+        "data",
+        help="a chat data directory (its val split), a .jsonl/.parquet file of conversations, or "
+        "builtin (the built-in set's val split)",
+    )
+    p.add_argument(
+        "--conversations", type=_number(int, 1), default=None,
+        help="held-out conversations to replay (default: data.chat_eval_conversations)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-tokens", type=_number(int, 1), default=None,
+        help="most tokens per reply (default: data.chat_eval_max_tokens)",
+    )  # fmt: skip
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--json", default=None, help="write the JSON result here instead of stdout")
+    ns = p.parse_args(list(argv))
+    try:
+        from enlace_train.chat_eval import eval_checkpoint
+
+        result, checkpoint = eval_checkpoint(
+            ns.model,
+            ns.data,
+            conversations=ns.conversations,
+            max_tokens=ns.max_tokens,
+            device=ns.device,
+        )
+    except (FileNotFoundError, ValueError) as exc:  # CheckpointError, DataError
+        return _fail(str(exc), exc, ns.debug)
+    print(f"chat: {result.line()} | {checkpoint}")
+    row = {"checkpoint": str(checkpoint), **result.row()}
+    if ns.json:
+        _write_json(ns.json, row)
+    else:
+        print(json.dumps(row))
     return 0
 
 

@@ -5,6 +5,7 @@ Reads what a run directory already holds (config.yaml, metrics.jsonl, train.log)
   MFU, peak memory, final and best figures; then the plots;
 - loss.png, val_bpb.png, lr.png, grad_norm.png, tokens_per_s.png: each against tokens seen, one line
   per run, so several runs (a 2060 run and a 5090 run, two checkpoints' runs) compare on one plot;
+  chat.png for chat runs: the held-out chat measures (enlace_train/chat_eval.py) together;
 - report.json: the same figures and, per plot, the series drawn (run, points), for scripts.
 
 matplotlib is an optional dependency (`enlace-train[report]`), imported only here.
@@ -29,6 +30,16 @@ PLOTS: dict[str, tuple[str, str, str, bool]] = {
     "tokens_per_s.png": ("Throughput", "tokens/s", "tokens_per_s", False),
 }
 TEXT_BPB = "val_text_bpb"  # held-out text files, when the run evaluates them (eval_text_files)
+# The chat measures of a chat (SFT) run (enlace_train/chat_eval.py), drawn together on chat.png.
+CHAT = {
+    "chat_turn_end": "turn endings",
+    "chat_tool_call": "well-formed tool calls",
+    "chat_argument_fidelity": "argument fidelity",
+    "chat_grounded": "grounded answers",
+    "chat_invention": "invention",
+    "chat_spurious_calls": "spurious calls",
+    "chat_no_search_calls": "calls on no-search prompts",
+}
 
 
 class ReportError(ValueError):
@@ -104,7 +115,14 @@ def figures(run: Run) -> dict[str, Any]:
         "best_val_bpb": min(r["val_bpb"] for r in val) if val else None,
         "final_val_text_bpb": text[-1] if text else None,
         "best_val_text_bpb": min(text) if text else None,
+        "chat": _last_chat(run),
     }
+
+
+def _last_chat(run: Run) -> dict[str, float | None]:
+    """The chat measures of the run's last chat evaluation ({} when it has none)."""
+    rows = [r for r in run.rows if "chat_turn_end" in r]
+    return {key: rows[-1].get(key) for key in CHAT} if rows else {}
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -144,8 +162,10 @@ def summary_lines(run: Run, f: dict[str, Any]) -> list[str]:
         f"{_fmt(f['best_val_bpb'], '.4f')} |",
         f"| final / best held-out text bits/byte | {_fmt(f['final_val_text_bpb'], '.4f')} / "
         f"{_fmt(f['best_val_text_bpb'], '.4f')} |",
+        *(f"| {label} (last chat evaluation) | {_fmt(f['chat'].get(key), '.1%')} |"
+          for key, label in CHAT.items() if f["chat"]),
         "",
-    ]
+    ]  # fmt: skip
 
 
 def plot(runs: list[Run], out: Path) -> dict[str, list[dict[str, Any]]]:
@@ -175,6 +195,30 @@ def plot(runs: list[Run], out: Path) -> dict[str, list[dict[str, Any]]]:
         fig.tight_layout()
         fig.savefig(out / filename)
         plt.close(fig)
+    if any(r.series("chat_turn_end")[0] for r in runs):
+        drawn["chat.png"] = _plot_chat(runs, out / "chat.png", plt)
+    return drawn
+
+
+def _plot_chat(runs: list[Run], path: Path, plt: Any) -> list[dict[str, Any]]:
+    """Every chat measure of every run on one plot (shares, 0 to 1)."""
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    drawn: list[dict[str, Any]] = []
+    for run in runs:
+        for key, label in CHAT.items():
+            x, y = run.series(key)
+            if x:
+                name = f"{run.name}: {label}" if len(runs) > 1 else label
+                ax.plot(x, y, marker="o" if len(x) < 20 else None, label=name)
+                drawn.append({"run": run.name, "key": key, "points": len(x)})
+    ax.set(
+        title="Chat measures (held-out)", xlabel="tokens seen", ylabel="share", ylim=(-0.02, 1.02)
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
     return drawn
 
 
@@ -189,7 +233,8 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> Path:
     for run in runs:
         lines += summary_lines(run, stats[run.name])
     lines += ["## Plots", ""]
-    lines += [f"![{PLOTS.get(name, ('held-out text',))[0]}]({name})" for name in drawn]
+    titles = {**{k: v[0] for k, v in PLOTS.items()}, "chat.png": "Chat measures"}
+    lines += [f"![{titles.get(name, 'Held-out text')}]({name})" for name in drawn]
     page = out / "report.md"
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
     report = {"runs": stats, "plots": drawn}

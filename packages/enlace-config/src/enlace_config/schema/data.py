@@ -34,8 +34,10 @@ class DataConfig(StrictModel):
     """chat with the built-in set: conversations generated for train (val gets a tenth as many,
     from held-out slot values)."""
     chat_eval_conversations: PositiveInt = 64
-    """chat only: held-out conversations replayed at each evaluation to measure turn endings and
-    tool calls (greedy replies to their first user turn)."""
+    """chat only: held-out conversations replayed at each evaluation (greedy replies to their
+    first user turn and to their first tool result) for the chat measures of
+    enlace_train/chat_eval.py: turn endings, tool calls, argument fidelity, grounded answers,
+    invention, spurious calls."""
     chat_eval_max_tokens: PositiveInt = 200
     """chat only: most tokens generated per evaluated reply."""
     eval_text_files: list[str] = Field(default_factory=list)

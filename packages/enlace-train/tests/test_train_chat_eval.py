@@ -1,0 +1,165 @@
+"""The chat measures (enlace_train/chat_eval.py) on scripted replies: each one fails a model that
+gets the format right and the content wrong, and `enlace-train eval-chat` on a checkpoint."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+from enlace_config.schema import ModelConfig
+from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.chat import normalize_conversation, render
+from enlace_data.chat_builtin import builtin_conversations
+from enlace_data.special_tokens import IM_END
+from enlace_model import build_model, save_model
+from enlace_train.chat_eval import evaluate_conversations, invented, states
+
+TOK = ByteTokenizer()
+CONVS = [normalize_conversation(c, "built-in") for c in builtin_conversations("val", 120)]
+
+
+def _references() -> dict[tuple[int, ...], str]:
+    """Each assistant turn's prompt (ids) -> the reference reply's text."""
+    out: dict[tuple[int, ...], str] = {}
+    for c in CONVS:
+        for i, m in enumerate(c["messages"]):
+            if m["role"] == "assistant":
+                prompt = render(
+                    c["messages"][:i], TOK, tools=c.get("tools"), add_generation_prompt=True
+                )
+                full = render(c["messages"][: i + 1], TOK, tools=c.get("tools")).ids
+                reply = full[len(prompt.ids) :]
+                out[tuple(prompt.ids)] = _text(reply[: reply.index(TOK.special_ids[IM_END])])
+    return out
+
+
+def _text(ids: list[int]) -> str:
+    """Ids to text, special tokens written out (decode leaves them out)."""
+    names = {i: name for name, i in TOK.special_ids.items()}
+    runs = itertools.groupby(ids, key=lambda i: i in names)
+    return "".join(
+        "".join(names[i] for i in run) if special else TOK.decode(list(run))
+        for special, run in runs
+    )
+
+
+REFERENCES = _references()
+
+
+def scripted(edit=lambda text: text):
+    """A replier answering every prompt with its reference reply passed through `edit`."""
+
+    def reply(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+        return [render_reply(edit(REFERENCES[tuple(p)])) for p in prompts]
+
+    return reply
+
+
+def render_reply(text: str) -> list[int]:
+    """Reply text to ids, with the tool-call markers as their special tokens."""
+    ids: list[int] = []
+    for piece in re.split(r"(<tool_call>|</tool_call>)", text):
+        if piece in ("<tool_call>", "</tool_call>"):
+            ids.append(TOK.special_ids[piece])
+        elif piece:
+            ids += TOK.encode(piece)
+    return ids
+
+
+def measure(reply: Any) -> Any:
+    return evaluate_conversations(
+        CONVS, TOK, reply, context_length=1024, conversations=120, max_tokens=200
+    )
+
+
+def test_the_reference_replies_score_perfectly() -> None:
+    r = measure(scripted())
+    assert r.tool_prompts >= 15 and r.fidelity_prompts == r.tool_prompts
+    assert r.grounded_prompts >= 15 and r.no_search_prompts >= 15
+    assert (r.turn_end, r.tool_call, r.argument_fidelity, r.grounded) == (1.0, 1.0, 1.0, 1.0)
+    assert (r.invention, r.spurious_calls, r.no_search_calls) == (0.0, 0.0, 0.0)
+
+
+def test_right_tool_wrong_city_scores_no_argument_fidelity() -> None:
+    """Well-formed calls to the right tool that search for the same thing whatever was asked:
+    the old measure gave them 100 %."""
+    r = measure(
+        scripted(lambda t: re.sub(r'"consulta": "[^"]*"', '"consulta": "tiempo Madrid"', t))
+    )
+    assert r.tool_call == 1.0
+    assert r.argument_fidelity == 0.0
+
+
+def test_an_answer_with_another_number_is_not_grounded_and_is_invented() -> None:
+    def other_numbers(text: str) -> str:
+        if "<tool_call>" in text:
+            return text
+        return re.sub(r"\d+", lambda m: str(int(m.group()) + 100), text)
+
+    r = measure(scripted(other_numbers))
+    assert r.tool_call == 1.0 and r.argument_fidelity == 1.0 and r.turn_end == 1.0
+    assert r.grounded == 0.0
+    assert r.invention == 1.0
+
+
+def test_an_answer_about_another_city_is_invented() -> None:
+    """No number changed, but a name the result did not give (Zaragoza is in FACT_NAMES)."""
+    r = measure(scripted(lambda t: t if "<tool_call>" in t else t + " También en Zaragoza."))
+    assert r.invention is not None and r.invention > 0.9
+
+
+def test_searching_everything_counts_as_spurious_calls() -> None:
+    call = '<tool_call>\n{"name": "buscar_en_internet", "arguments": {"consulta": "hola"}}\n</tool_call>'
+    r = measure(scripted(lambda t: call))
+    assert r.spurious_calls == 1.0 and r.no_search_calls == 1.0
+    assert r.grounded == 0.0  # a second search is not an answer
+
+
+def test_a_cut_reply_does_not_end_its_turn() -> None:
+    r = evaluate_conversations(
+        CONVS, TOK, lambda ps, n: [[65] * n for _ in ps], context_length=1024,
+        conversations=20, max_tokens=8,
+    )  # fmt: skip
+    assert r.turn_end == 0.0 and r.conversations == 20
+
+
+def test_values_compare_without_accents_or_case_as_whole_words() -> None:
+    assert states("tiempo malaga mañana", "Málaga") and states("MÁLAGA", "málaga")
+    assert not states("máxima de 230 grados", "23 grados")
+    assert states("Betis 2, Celta 1", "Celta 1") and not states("Celta 10", "Celta 1")
+    assert invented("máxima de 25 grados", "máxima de 24 grados")
+    assert not invented("Según AEMET: máxima de 24 grados.", "[1] AEMET\nmáxima de 24 grados")
+    assert invented("Según AEMET: en Sevilla", "[1] AEMET\nZaragoza")
+
+
+def _eval_chat(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "enlace_train", "eval-chat", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=180,
+    )
+
+
+def test_eval_chat_cli_on_a_checkpoint_and_a_data_file(tmp_path) -> None:
+    cfg = ModelConfig(
+        vocab_size=264, context_length=512, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1,
+        ffn_hidden=64,
+    )  # fmt: skip
+    checkpoint = tmp_path / "ckpt"
+    save_model(checkpoint, build_model(cfg), cfg)
+    TOK.save(checkpoint)
+    data = tmp_path / "val.jsonl"
+    data.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in CONVS[:40]))
+    done = _eval_chat(str(checkpoint), str(data), "--conversations", "6", "--max-tokens", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("chat: turn endings ")
+    row = json.loads(done.stdout.splitlines()[1])
+    assert row["chat_eval_conversations"] == 6 and "chat_argument_fidelity" in row
+    bad = _eval_chat(str(checkpoint), str(tmp_path / "missing"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
