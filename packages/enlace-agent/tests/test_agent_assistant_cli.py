@@ -333,6 +333,14 @@ def test_real_gguf_model_answers_through_the_assistant(
     assert calls and calls[0].provider == "duckduckgo", log.read_text(errors="replace")[-2000:]
     assert end.sources  # the pages the search showed, cited with the answer
     assert [m["role"] for m in end.messages][-3:] == ["assistant", "tool", "assistant"]
+    # The search carries the question: the held-out city, copied from it (never seen in training,
+    # so a model that only learned the format searches for a city it remembers).
+    queries = [
+        str(json.loads(c["function"]["arguments"]).get("consulta", ""))
+        for m in end.messages
+        for c in m.get("tool_calls") or []
+    ]
+    assert any("zaragoza" in q.casefold() for q in queries), queries
 
 
 def test_the_readme_library_example_runs_as_written(
