@@ -147,3 +147,13 @@ def test_two_use_at_once_leave_one_whole_choice(gguf: Callable[..., Path], tmp_p
     assert sorted(history) == ["v1", "v2"]
     assert history[-1] == mv.current_name(models)  # the history and the link agree
     assert [p.name for p in models.iterdir() if p.name.startswith(f".{mv.CURRENT}")] == []
+
+
+def test_the_same_file_twice_is_one_version(
+    gguf: Callable[..., Path], in_process: Callable[..., Any], config: Path, tmp_path: Path
+) -> None:
+    model = gguf(tmp_path / "a.gguf")
+    assert in_process(main, "model", "install", str(model), "--config", str(config)).returncode == 0
+    again = in_process(main, "model", "install", str(model), "--config", str(config))
+    assert again.returncode == 0 and "ya estaba instalado" in again.stdout
+    assert len(mv.versions(tmp_path / "models")) == 1

@@ -22,7 +22,7 @@ import pytest
 
 from enlace_agent import service
 from enlace_agent.cli.assistant import main
-from enlace_agent.model_versions import CURRENT
+from enlace_agent.model_versions import CURRENT, install, use
 
 
 def free_port() -> int:
@@ -32,7 +32,9 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def home(tmp_path: Path, clean_env: dict[str, str], model_server: Any) -> dict[str, Any]:
+def home(
+    tmp_path: Path, clean_env: dict[str, str], model_server: Any, gguf: Callable[..., Path]
+) -> dict[str, Any]:
     """A configured home server in tmp_path: a fake llama-server, one installed model version,
     DuckDuckGo-only search, the page on a free port."""
     fake = tmp_path / "bin" / "llama-server"
@@ -51,6 +53,8 @@ def home(tmp_path: Path, clean_env: dict[str, str], model_server: Any) -> dict[s
         "web": {"port": port, "people": [{"name": "Ana"}], "home": {"llama_server": str(fake)}},
     }
     config.write_text(json.dumps(data), encoding="utf-8")
+    models = Path(clean_env["XDG_DATA_HOME"]) / "enlace" / "models"
+    use(models, install(models, gguf(tmp_path / "m.gguf")).name)
     return {"config": config, "port": port, "fake": fake, "env": clean_env}
 
 
@@ -181,7 +185,7 @@ def test_real_llama_server_accepts_the_flags(
     config["web"]["home"]["llama_server"] = str(real[-1])
     home["config"].write_text(json.dumps(config))
     models = Path(home["env"]["XDG_DATA_HOME"]) / "enlace" / "models"
-    models.mkdir(parents=True)
+    (models / CURRENT).unlink()
     (models / CURRENT).write_bytes(b"not a model")
     [argv] = exec_lines(units(in_process, home["config"])[service.MODEL_UNIT], "ExecStart")
     argv[argv.index("--port") + 1] = str(free_port())
@@ -191,18 +195,16 @@ def test_real_llama_server_accepts_the_flags(
 
 
 def test_install_is_idempotent_and_refuses_what_cannot_start(
-    gguf: Callable[..., Path], in_process: Callable[..., Any], home: dict[str, Any], tmp_path: Path
+    in_process: Callable[..., Any], home: dict[str, Any], tmp_path: Path
 ) -> None:
     config = str(home["config"])
+    models = Path(home["env"]["XDG_DATA_HOME"]) / "enlace" / "models"
+    (models / CURRENT).rename(models / "aside")
     refused = in_process(main, "service", "install", "--no-start", "--config", config)
-    assert refused.returncode == 2 and "model install" in refused.stderr  # no model yet
+    assert refused.returncode == 2 and "model install" in refused.stderr  # no model chosen
     folder = service.unit_dir(home["env"])
     assert not folder.exists() or not any(folder.iterdir())
-    model = gguf(tmp_path / "m.gguf")
-    assert (
-        in_process(main, "model", "install", str(model), "--use", "--config", config).returncode
-        == 0
-    )
+    (models / "aside").rename(models / CURRENT)
     first = in_process(main, "service", "install", "--no-start", "--config", config)
     assert first.returncode == 0, first.stderr
     assert sorted(p.name for p in folder.iterdir()) == sorted(service.UNITS)
@@ -241,3 +243,78 @@ def test_interrupted_install_keeps_the_last_good_units(
     with pytest.raises(OSError):
         service.write_units(new)
     assert {p.name: p.read_text() for p in old.folder.iterdir()} == dict(old.units)
+
+
+def test_install_script_in_a_throwaway_environment(
+    tmp_path: Path, gguf: Callable[..., Path], home: dict[str, Any]
+) -> None:
+    """scripts/install-home-server.sh as the README shows it (the services through --dry-run),
+    in a fresh virtual environment and data folder, offline (uv's cache), then once more."""
+    root = Path(__file__).resolve().parents[3]
+    fresh = tmp_path / "fresh"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ["HOME"],  # uv's cache and the system's Python stay the machine's
+        "XDG_CONFIG_HOME": str(fresh / "config"),
+        "XDG_DATA_HOME": str(fresh / "data"),
+        "XDG_CACHE_HOME": str(fresh / "cache"),
+        "ENLACE_HOME_VENV": str(fresh / "venv"),
+        "ENLACE_PEOPLE": "Ana, Luis",
+        "ENLACE_BRAVE_KEY": "",
+        "ENLACE_LLAMA_SERVER": str(home["fake"]),
+        "UV_OFFLINE": "1",
+    }
+    env.update({k: v for k, v in os.environ.items() if k.startswith("PYENV")})
+    machine = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}  # clean_env's
+    cache = subprocess.run(["uv", "cache", "dir"], env=machine, capture_output=True, text=True)
+    env["UV_CACHE_DIR"] = cache.stdout.strip()  # the machine's, not under the fresh cache folder
+    model = gguf(tmp_path / "enlace-chat-q8_0.gguf")
+    script = [str(root / "scripts" / "install-home-server.sh"), str(model), "--dry-run"]
+
+    def run() -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            script, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    first = run()
+    out = first.stdout
+    assert "enlace-agent: instalado en" in out
+    assert "solo DuckDuckGo. Se pierde el respaldo" in out
+    assert "Instalada la versión enlace-chat-" in out
+    conf = fresh / "config" / "enlace"
+    assert (conf / ".env").stat().st_mode & 0o777 == 0o600
+    tokens = dict(line.split("=", 1) for line in (conf / ".env").read_text().splitlines())
+    assert sorted(tokens) == ["ENLACE_WEB_TOKEN_1", "ENLACE_WEB_TOKEN_2"]
+    assert f"Ana: {tokens['ENLACE_WEB_TOKEN_1']}" in out
+    printed = {
+        Path(block.split("\n", 1)[0]).name: block.split("\n", 1)[1]
+        for block in out.split("\n# ")[1:]
+    }
+    assert sorted(printed) == sorted(service.UNITS)
+    folder = tmp_path / "units"
+    folder.mkdir()
+    for name, text in printed.items():
+        (folder / name).write_text(text.split("\nenlace:")[0])
+    checked = verify(folder, tmp_path)
+    assert checked.returncode == 0 and "Unknown" not in checked.stderr, checked.stderr
+    assert str(fresh / "venv" / "bin" / "python") in printed[service.WEB_UNIT]
+    doctor = subprocess.run(
+        [str(fresh / "venv" / "bin" / "enlace-assistant"), "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "✓ La búsqueda está configurada: duckduckgo." in doctor.stdout, doctor.stdout
+    again = run().stdout
+    for said in (
+        "paquetes del sistema: ya están",
+        "enlace-agent: ya instalado",
+        "assistant.yaml ya existe, no lo toco",
+        "búsqueda: ya configurada",
+        "ya estaba instalado",
+    ):  # the units' own "nada cambia" is test_install_is_idempotent_...'s (no --dry-run)
+        assert said in again, again
+    assert dict(line.split("=", 1) for line in (conf / ".env").read_text().splitlines()) == tokens

@@ -210,10 +210,15 @@ def versions(folder: Path) -> list[Version]:
 
 
 def install(folder: Path, source: Path, name: str | None = None) -> Version:
-    """Copies `source` in as a new version (checked first: a GGUF, whole); not made current."""
+    """Copies `source` in as a new version (checked first: a GGUF, whole); not made current. The
+    same file installed again (same sha256) is the version it already is: nothing is copied."""
     if not source.is_file():
         raise ModelRefused(f"no existe el fichero {source}.")
     metadata = read_gguf(source)
+    digest = _sha256(source)
+    same = [v for v in versions(folder) if v.sha256 == digest and (name is None or v.name == name)]
+    if same:
+        return same[0]
     name = name or _default_name(source, metadata)
     if not NAME.match(name):
         raise ModelRefused(

@@ -204,10 +204,11 @@ def _service(args: argparse.Namespace, secrets: list[str]) -> int:
     if args.dry_run:
         for name, text in plan.units.items():
             sys.stdout.write(f"# {plan.folder / name}\n{text}\n")
-        return EXIT_OK
     problem = _cannot_start(config, env, secrets)
     if problem is not None:
         return fail(f"no instalo unos servicios que no podrían arrancar: {problem}")
+    if args.dry_run:
+        return EXIT_OK
     changed = service.write_units(plan)
     if not changed:
         sys.stdout.write(
@@ -293,8 +294,16 @@ def _model(args: argparse.Namespace, secrets: list[str]) -> int:
                 )
             return EXIT_OK
         if args.action == "install":
+            known = {v.name for v in mv.versions(folder)}
             version = mv.install(folder, args.file, args.name)
-            sys.stdout.write(f"Instalada la versión {version.name} (sha256 {version.sha256}).\n")
+            if version.name in known:
+                sys.stdout.write(
+                    f"Ese fichero ya estaba instalado: es la versión {version.name}.\n"
+                )
+            else:
+                sys.stdout.write(
+                    f"Instalada la versión {version.name} (sha256 {version.sha256}).\n"
+                )
             if not args.use:
                 sys.stdout.write(f"Para usarla: enlace-assistant model use {version.name}\n")
                 return EXIT_OK
