@@ -171,3 +171,37 @@ def test_health_route_model_down_then_back(web_page: Callable[..., Any], model_s
     down = client.get("/api/health")
     assert down.status_code == 503
     assert "no responde" in down.json()["checks"][0]["message"]
+
+
+def test_doctor_names_the_provider_that_answered_last(
+    in_process: Callable[..., Any],
+    model_server: Any,
+    http_server: Any,
+    fixtures_dir: Path,
+    tmp_path: Path,
+) -> None:
+    from enlace_agent.search.chain import SearchChain
+    from enlace_agent.search.settings import load_config as load_search_config
+
+    config = write_config(tmp_path, model_server.base_url)
+    lite = http_server.reply(
+        "/lite/", 200, (fixtures_dir / "ddg_lite_results_es.html").read_bytes()
+    )
+    search = tmp_path / "search.yaml"
+    state = tmp_path / "state.json"
+    search.write_text(
+        json.dumps(
+            {
+                "providers": ["duckduckgo"],
+                "duckduckgo": {"endpoint": lite},
+                "state_file": str(state),
+            }
+        ),
+        encoding="utf-8",
+    )
+    never = lines(in_process(main, "doctor", "--config", str(config)).stdout)["search"]
+    assert "todavía no ha respondido" in never
+    SearchChain(load_search_config(search, environ={}), env={}).search("tiempo en Soria")
+    found = lines(in_process(main, "doctor", "--config", str(config)).stdout)["search"]
+    assert found.startswith("✓") and "la última respuesta fue de duckduckgo" in found
+    assert "Soria" not in state.read_text()  # the state file keeps no query

@@ -137,8 +137,18 @@ def check_search(chain: SearchChain | None, problem: str | None = None) -> Check
     names = [p.name for p in chain.providers]
     now = dt.datetime.now(dt.UTC).timestamp()
     resting = {n: c for n in names if (c := chain.state.active(n, now)) is not None}
-    facts = {"on": True, "providers": names, "resting": sorted(resting)}
-    message = f"La búsqueda está configurada: {' → '.join(names)}."
+    last = chain.state.last()
+    facts = {
+        "on": True,
+        "providers": names,
+        "resting": sorted(resting),
+        "last_provider": last[0] if last else None,
+    }
+    message = f"La búsqueda está configurada: {' → '.join(names)}"
+    if last is None:
+        message += " (todavía no ha respondido a ninguna búsqueda)."
+    else:
+        message += f"; la última respuesta fue de {last[0]}."
     if resting:
         waits = ", ".join(
             f"{n} hasta las {dt.datetime.fromtimestamp(c.until).strftime('%H:%M')}"

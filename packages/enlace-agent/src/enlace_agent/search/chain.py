@@ -153,6 +153,7 @@ class SearchChain:
                 skipped.append(SkippedProvider(provider.name, exc))
                 continue
             log.info("%s answered with %d results", provider.name, len(results))
+            self.state.answered(provider.name, now)
             return SearchResponse(
                 query=text,
                 provider=provider.name,

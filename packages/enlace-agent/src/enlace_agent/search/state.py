@@ -1,9 +1,12 @@
 """Cool-downs that survive between runs: a small JSON file, never a reason for a search to fail.
 
-    {"version": 1, "cooldowns": {"duckduckgo": {"until": 1780000000.0, "cause": "blocked"}}}
+    {"version": 1, "cooldowns": {"duckduckgo": {"until": 1780000000.0, "cause": "blocked"}},
+     "last": {"provider": "brave", "at": 1779999000.0}}
 
-`until` is a Unix time. A missing, unreadable, corrupt or unwritable file is logged (at warning
-level for a corrupt one, debug otherwise) and treated as "no cool-downs": the search goes on.
+`until` and `at` are Unix times; `last` is the provider that answered last and since when it has
+been the one answering (for `enlace-assistant doctor`; written only when it changes, never the
+query). A missing, unreadable, corrupt or unwritable file is logged (at warning level for a corrupt
+one, debug otherwise) and treated as "no cool-downs": the search goes on.
 """
 
 from __future__ import annotations
@@ -65,13 +68,36 @@ class CooldownStore:
         entry = self.load().get(provider)
         return entry if entry is not None and entry.until > now else None
 
+    def last(self) -> tuple[str, float] | None:
+        """The provider that answered last and when (None: none yet, or unreadable)."""
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
+            data = as_object(json.loads(self.path.read_bytes())) or {}
+            last = as_object(data.get("last")) or {}
+            return str(last["provider"]), float(last["at"])
+        return None
+
+    def answered(self, provider: str, now: float) -> None:
+        """Records that `provider` answered (a write only when it was another provider)."""
+        known = self.last()
+        if known is None or known[0] != provider:
+            self._write(self.load(), (provider, now), now)
+
     def start(self, provider: str, until: float, cause: str, now: float) -> None:
-        entries = {k: v for k, v in self.load().items() if v.until > now}
+        entries = self.load()
         entries[provider] = Cooldown(until=until, cause=cause)
-        data = {
+        self._write(entries, self.last(), now)
+
+    def _write(
+        self, entries: Mapping[str, Cooldown], last: tuple[str, float] | None, now: float
+    ) -> None:
+        data: dict[str, object] = {
             "version": STATE_VERSION,
-            "cooldowns": {k: {"until": v.until, "cause": v.cause} for k, v in entries.items()},
+            "cooldowns": {
+                k: {"until": v.until, "cause": v.cause} for k, v in entries.items() if v.until > now
+            },
         }
+        if last is not None:
+            data["last"] = {"provider": last[0], "at": last[1]}
         tmp: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
