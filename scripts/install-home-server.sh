@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'enlace: %s\n' "$*"; }
-die() { printf 'enlace: error: %s\n' "$*" >&2; exit "${2:-1}"; }
+die() { printf 'enlace: error: %s\n' "$1" >&2; exit "${2:-1}"; }
 
 dry_run=() model=""
 for arg in "$@"; do
@@ -99,8 +99,8 @@ web = {"host": "0.0.0.0", "people": people, "home": {"llama_server": llama}}
     "clave.\n" + json.dumps({"web": web}, ensure_ascii=False, indent=2) + "\n",
     encoding="utf-8",
 )
-print("enlace: ajustes escritos en", conf / "assistant.yaml", "— la clave de acceso de cada uno")
-print("        (guárdala: también está en", conf / ".env", "):")
+print(f"enlace: ajustes escritos en {conf / 'assistant.yaml'}; la clave de acceso de cada")
+print(f"        persona (guárdala; también está en {conf / '.env'}):")
 for name, _, key in keys:
     print(f"          {name}: {key}")
 PY
@@ -136,5 +136,8 @@ fi
 # 6. The services (they refuse to be installed if they could not start).
 "${enlace[@]}" service install "${dry_run[@]}"
 if [ ${#dry_run[@]} -eq 0 ]; then
+  if [ "$before" != "$after" ]; then  # an upgrade: the page restarts on the new code (its history
+    systemctl --user try-restart enlace-web.service  # is migrated after a snapshot at start-up)
+  fi
   "${enlace[@]}" service wait && "${enlace[@]}" doctor
 fi

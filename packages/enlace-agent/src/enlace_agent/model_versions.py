@@ -112,7 +112,7 @@ def read_gguf(path: Path) -> dict[str, Any]:
             f"{path.name} está cortado o dañado (su cabecera GGUF no se puede leer entera): "
             "vuelve a copiarlo o a exportarlo."
         ) from None
-    if data_start + end > size:
+    if tensors and data_start + end > size:
         raise ModelRefused(
             f"{path.name} está cortado: le faltan {data_start + end - size} bytes de pesos. "
             "Vuelve a copiarlo o a exportarlo."
