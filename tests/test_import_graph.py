@@ -80,12 +80,7 @@ def test_circles_finds_a_circle_through_a_function_level_import(tmp_path: Path) 
         "enlace-model",
         "enlace-data",
         "enlace-train",
-        pytest.param(
-            "enlace-agent",
-            marks=pytest.mark.xfail(
-                strict=True, reason="cli/assistant.py <-> cli/web.py: issue 31, another change"
-            ),
-        ),
+        "enlace-agent",
     ],
 )
 def test_no_import_circles(package: str) -> None:

@@ -9,24 +9,15 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
+from enlace_agent.cli.options import add_assistant_options, setup_assistant
 
 if TYPE_CHECKING:
-    from enlace_config.schema.agent import AssistantConfig
-
     from enlace_agent.assistant import Assistant, ModelError
 
 
-FLAGS = {
-    "base_url": "--base-url",
-    "model": "--model",
-    "max_tool_rounds": "--max-tool-rounds",
-    "time_budget_s": "--time-budget",
-    "stream": "--no-stream",
-}
 WEB_COMMANDS = ("serve", "export-history", "delete-history", "end-sessions")
 HOME_COMMANDS = ("doctor", "service", "model")  # cli/home.py
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
@@ -64,26 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_assistant_options(parser: argparse.ArgumentParser) -> None:
-    """The options that build the assistant (shared with `enlace-assistant serve`)."""
-    parser.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
-    parser.add_argument("--env-file", type=Path, metavar="RUTA", help="fichero .env con las claves")
-    parser.add_argument("--base-url", metavar="URL", help="servidor compatible con OpenAI (…/v1)")
-    parser.add_argument("--model", metavar="NOMBRE", help="modelo que pedir al servidor")
-    parser.add_argument(
-        "--max-tool-rounds", type=int, metavar="N", help="rondas de búsquedas por pregunta"
-    )
-    parser.add_argument(
-        "--time-budget", type=float, metavar="SEGUNDOS", help="tiempo máximo por pregunta"
-    )
-    parser.add_argument(
-        "--no-stream", action="store_true", help="no mostrar la respuesta mientras se escribe"
-    )
-    parser.add_argument("--debug", action="store_true", help="registro detallado y trazas")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    # The subcommands' modules are imported only when named (start-up: the chat's own `--help`
+    # loads none of them); none of them imports this module.
     if args and args[0] in WEB_COMMANDS:
         from enlace_agent.cli.web import main as web_main
 
@@ -97,41 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return home_main(args)
     return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
-
-
-def setup_assistant(
-    args: argparse.Namespace, secrets: list[str]
-) -> tuple[Assistant, dict[str, str]] | str:
-    """The assistant and the environment it read (the env file's values included), or the
-    Spanish explanation of why it cannot start."""
-    from enlace_agent.assistant import build_assistant, load_config
-    from enlace_agent.assistant.setup import search_file
-    from enlace_agent.cli.search import KEY_ENV, missing_key_message, only_duckduckgo_in
-    from enlace_agent.search.errors import MissingCredential
-    from enlace_agent.search.models import redact
-    from enlace_agent.settings import InvalidOptions, SettingsError, load_env, settings_file
-
-    overrides: dict[str, Any] = {
-        "base_url": args.base_url,
-        "model": args.model,
-        "max_tool_rounds": args.max_tool_rounds,
-        "time_budget_s": args.time_budget,
-        "stream": False if args.no_stream else None,
-    }
-    try:
-        env = load_env(args.env_file)
-        config: AssistantConfig = load_config(args.config, overrides=overrides)
-        secrets.extend(k for k in (env.get(config.api_key_env, ""), env.get(KEY_ENV, "")) if k)
-        try:
-            return build_assistant(config, env), env
-        except MissingCredential as exc:
-            file = settings_file("search.yaml", search_file(config), env)
-            return missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))
-    except InvalidOptions as exc:
-        flags = ", ".join(FLAGS.get(k, k) for k in exc.keys)
-        return f"opción no válida: {flags}.\n{exc}"
-    except SettingsError as exc:
-        return f"configuración no válida.\n{redact(str(exc), secrets)}"
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from enlace_agent.cli.assistant import add_assistant_options, setup_assistant
 from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
+from enlace_agent.cli.options import add_assistant_options, setup_assistant
 
 NO_EXTRA = (
     'la página web necesita el extra «web»: pip install "enlace-agent[web]" (Starlette y uvicorn).'
