@@ -41,7 +41,6 @@ VERSION_FILE = "version.json"
 MODEL_FILE = "model.gguf"
 LOCK = ".models.lock"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-COPY_BYTES = 1 << 20
 # GGML tensor types: (elements per block, bytes per block), for the end-of-file check.
 BLOCKS: dict[int, tuple[int, int]] = {
     0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
@@ -150,11 +149,8 @@ def _value(f: IO[bytes], kind: int, size: int) -> Any:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        while chunk := f.read(COPY_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 # ---------------------------------------------------------------- the versions folder

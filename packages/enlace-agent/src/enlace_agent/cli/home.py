@@ -240,12 +240,8 @@ def _cannot_start(
     import os
 
     from enlace_agent import service
-    from enlace_agent.assistant import build_assistant
-    from enlace_agent.assistant.setup import search_file
-    from enlace_agent.cli.search import missing_key_message, only_duckduckgo_in
+    from enlace_agent.health import SearchUnavailable
     from enlace_agent.model_versions import CURRENT, models_dir
-    from enlace_agent.search.errors import MissingCredential
-    from enlace_agent.settings import settings_file
 
     binary = service.llama_server(config, env)
     if not os.access(binary, os.X_OK):
@@ -253,10 +249,9 @@ def _cannot_start(
     if not (models_dir(config, env) / CURRENT).exists():
         return "no hay ningún modelo elegido: «enlace-assistant model install FICHERO.gguf --use»."
     try:
-        build_assistant(config, env)
-    except MissingCredential as exc:
-        file = settings_file("search.yaml", search_file(config), env)
-        return missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))
+        search_chain(config, env)
+    except SearchUnavailable as exc:
+        return str(exc)
     try:
         from enlace_agent.web import WebSetupError, resolve_tokens
     except ImportError:
