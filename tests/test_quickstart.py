@@ -30,6 +30,7 @@ TOOLS = {
     "cmake": "cmake",
     "g++": "g++",
     "make": "make",
+    "systemd-analyze": "systemd",
 }
 if not os.access("/usr/sbin/sshd", os.X_OK):  # looked up by its path: cannot be hidden, only absent
     TOOLS["/usr/sbin/sshd"] = "openssh-server"
