@@ -6,8 +6,8 @@
 # The source is the llama.cpp that the locked llama-cpp-python vendors (its source package, fetched
 # from the registry by pip and checked against uv.lock's sha256), so the binding's ctypes
 # declarations and the libraries always come from the same commit; no other download.
-# Built into ${XDG_CACHE_HOME:-~/.cache}/enlace/llama.cpp-VERSION/ (9.6 min of CPU, 19 min on 2 busy
-# cores; then nothing); prints the binary's path on stdout (the libraries lie next to it), the rest
+# Built into ${XDG_CACHE_HOME:-~/.cache}/enlace/llama.cpp-VERSION/ (9-10 min of CPU, 15-19 min on 2
+# busy cores; then nothing); prints the binary's path on stdout (the libraries lie next to it), the rest
 # on stderr.
 #
 #   LLAMA_SERVER=$(scripts/build-llama-server.sh)
@@ -32,12 +32,13 @@ if [ ! -x "$bin" ] || [ ! -f "$cache/build/bin/libllama.so" ]; then
   echo "$sha256  $archive" | sha256sum --check --quiet - >&2
   tar -xzf "$archive" -C "$work"
   rm -rf "$cache/build"
-  # Shared libraries, so the binding loads the very libllama the server links; the build tree's
-  # absolute RPATH keeps the server finding them where they were built.
+  # Shared libraries, so the binding loads the very libllama the server links. RUNPATH $ORIGIN (as
+  # llama-cpp-python's own build does): the server finds them beside it and nowhere else (CMake's
+  # default build RPATH ends in an empty entry, which searches the current directory).
   cmake -S "$work/llama_cpp_python-$version/vendor/llama.cpp" -B "$cache/build" \
     -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_CUDA=OFF \
     -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=ON >&2
+    -DLLAMA_BUILD_SERVER=ON -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' >&2
   cmake --build "$cache/build" --target llama-server llama -j "$(nproc)" >&2
   echo "built llama.cpp $version (llama-server, libllama) in $((SECONDS - start))s: $bin" >&2
 fi
