@@ -280,6 +280,17 @@ def test_install_script_in_a_throwaway_environment(
 
     first = run()
     out = first.stdout
+    # the README's home-server section shows these very commands and lines
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## El servidor doméstico: instalar una vez", 1)[1].split("\n## ", 1)[0]
+    commands = section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert commands[1].split()[0] == "enlace/scripts/install-home-server.sh"
+    for line in (
+        "enlace: paquetes del sistema: ya están",
+        "enlace: búsqueda: solo DuckDuckGo. Se pierde el respaldo: cuando DuckDuckGo bloquea o falla, la",
+        "enlace: El servidor del modelo sirve ahora la versión enlace-chat-",
+    ):
+        assert line in section and line in out, line
     assert "enlace-agent: instalado en" in out
     assert "solo DuckDuckGo. Se pierde el respaldo" in out
     assert "Instalada la versión enlace-chat-" in out
