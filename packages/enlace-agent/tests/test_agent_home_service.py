@@ -329,3 +329,42 @@ def test_install_script_in_a_throwaway_environment(
     ):  # the units' own "nada cambia" is test_install_is_idempotent_...'s (no --dry-run)
         assert said in again, again
     assert dict(line.split("=", 1) for line in (conf / ".env").read_text().splitlines()) == tokens
+
+
+def test_install_start_status_and_model_switch_call_systemctl(
+    in_process: Callable[..., Any],
+    home: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gguf: Callable[..., Path],
+) -> None:
+    """With a systemctl that records its calls (these machines run no systemd)."""
+    bin_dir = tmp_path / "fake-systemd"
+    bin_dir.mkdir()
+    calls = tmp_path / "systemctl.txt"
+    fake = bin_dir / "systemctl"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n', encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    config = str(home["config"])
+    assert in_process(main, "service", "install", "--config", config).returncode == 0
+    units = " ".join(service.UNITS)
+    assert calls.read_text().splitlines() == [
+        "--user daemon-reload",
+        f"--user enable {units}",
+        f"--user restart {units}",  # written now: restarted
+    ]
+    calls.unlink()
+    status = in_process(main, "service", "status", "--config", config)
+    assert status.returncode == 0
+    assert f"{service.MODEL_UNIT}: instalado" in status.stdout
+    assert calls.read_text().startswith("--user --no-pager status")
+    calls.unlink()
+    new = gguf(tmp_path / "v2.gguf", "enlace-chat-v2", rows=8)
+    switched = in_process(main, "model", "install", str(new), "--use", "--config", config)
+    assert switched.returncode == 0 and "reiniciado" in switched.stdout
+    assert calls.read_text().splitlines() == [f"--user restart {service.MODEL_UNIT}"]
+    calls.unlink()
+    assert in_process(main, "service", "remove", "--config", config).returncode == 0
+    assert calls.read_text().splitlines() == [f"--user disable --now {units}"]
+    assert not any(service.unit_dir(home["env"]).iterdir())
