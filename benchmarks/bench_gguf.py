@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 from bench_model import TINY_50M, read_bandwidth
-from enlace_data.tokenizer_files import byte_tokenizer_json
+from enlace_data.tokenizer.files import byte_tokenizer_json
 from enlace_model import atomic_checkpoint, build_model, generate, save_model
 from enlace_model.export import export_hf
 from enlace_model.gguf_export import export_gguf

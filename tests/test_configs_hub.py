@@ -17,7 +17,7 @@ from enlace_config import (
     known_folders,
     load_run_config,
 )
-from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.tokenizer import ByteTokenizer
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 ALL_FILES = sorted(CONFIGS.rglob("*.yaml")) + sorted(CONFIGS.rglob("*.yml"))

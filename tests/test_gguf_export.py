@@ -17,9 +17,8 @@ import pytest
 import torch
 import yaml
 from enlace_config.schema.model import ModelConfig
-from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.chat import CHAT_TEMPLATE as ENLACE_CHAT_TEMPLATE
-from enlace_data.tokenizer import Tokenizer, train_tokenizer
+from enlace_data.tokenizer import ByteTokenizer, Tokenizer, train_tokenizer
 from enlace_model import atomic_checkpoint, build_model, save_model
 from enlace_model.cli import main as cli_main
 from enlace_model.gguf_export import INERT_MERGE, export_gguf, gguf_tensor_names

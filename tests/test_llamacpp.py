@@ -40,10 +40,13 @@ llama_cpp = pytest.importorskip("llama_cpp", reason="the llamacpp stage installs
 pytestmark = pytest.mark.llamacpp
 
 from enlace_config.schema.model import ModelConfig  # noqa: E402
-from enlace_data.bytes_tokenizer import ByteTokenizer  # noqa: E402
 from enlace_data.chat import render  # noqa: E402
 from enlace_data.sample import builtin_split  # noqa: E402
-from enlace_data.tokenizer import Tokenizer, train_tokenizer  # noqa: E402
+from enlace_data.tokenizer import (  # noqa: E402
+    ByteTokenizer,
+    Tokenizer,
+    train_tokenizer,
+)
 from enlace_model import atomic_checkpoint, build_model, generate, save_model  # noqa: E402
 from enlace_model.gguf_export import export_gguf  # noqa: E402
 

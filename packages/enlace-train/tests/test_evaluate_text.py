@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from enlace_config.schema import ModelConfig
-from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.tokenizer import ByteTokenizer
 from enlace_model import build_model, save_model
 from enlace_train.evaluate_text import Window, score_text, windows
 

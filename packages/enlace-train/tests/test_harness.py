@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 from enlace_config.schema import ModelConfig
-from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.tokenizer import ByteTokenizer
 from enlace_model import build_model, save_model
 
 lm_eval = pytest.importorskip("lm_eval", reason="the optional extra enlace-train[lm-eval]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from enlace_data.bytes_tokenizer import ByteTokenizer
+from enlace_data.tokenizer import ByteTokenizer
 from enlace_model import build_model
 from enlace_train.chat import ChatSession, Sampling, run_terminal
 from enlace_train.trainer import train

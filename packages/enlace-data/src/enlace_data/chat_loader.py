@@ -22,10 +22,10 @@ from typing import Any, Unpack
 import numpy as np
 from enlace_config.schema.data import DataConfig
 
-from enlace_data.bytes_tokenizer import ByteTokenizer
 from enlace_data.chat import ChatTokenizer, normalize_conversation, render
 from enlace_data.errors import DataError
 from enlace_data.stream import IntArray, Split, StreamArgs, StreamLoader
+from enlace_data.tokenizer import ByteTokenizer
 
 ChatBatch = tuple[IntArray, IntArray, IntArray]
 

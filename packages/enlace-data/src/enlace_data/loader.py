@@ -28,14 +28,13 @@ from typing import Any, Literal, Unpack
 import numpy as np
 from enlace_config.schema.data import DataConfig
 
-from enlace_data.bytes_tokenizer import BYTE_TOKENIZER_ID
 from enlace_data.chat_loader import build_chat_loader
 from enlace_data.errors import DataError
 from enlace_data.sample import builtin_split
 from enlace_data.shards import MANIFEST_FILE, Shard, list_shards, open_shards
 from enlace_data.stream import Batch, IntArray, Split, StreamArgs, StreamLoader, check_rank
-from enlace_data.tokenizer import load_tokenizer
-from enlace_data.tokenizer_files import DESCRIPTION_FILE, MODEL_FILE
+from enlace_data.tokenizer import BYTE_TOKENIZER_ID, load_tokenizer
+from enlace_data.tokenizer.files import DESCRIPTION_FILE, MODEL_FILE
 
 Reader = Literal["pread", "mmap"]
 ORDER_BLOCK = 4096  # positions of an epoch whose order is computed (and cached) at once

@@ -72,7 +72,7 @@ CHECKPOINTS_DIR = "checkpoints"
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "model.json"
 TOKENIZER_DESCRIPTION_FILE = "enlace_tokenizer.json"
-# What enlace-data's Tokenizer.save writes (enlace_data.tokenizer_files); each present one is copied.
+# What enlace-data's Tokenizer.save writes (enlace_data.tokenizer.files); each present one is copied.
 HF_TOKENIZER_FILE = "tokenizer.json"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TOKENIZER_FILES = (

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 from enlace_data.chat import render
-from enlace_data.special_tokens import IM_END
 from enlace_data.tokenizer import load_tokenizer
+from enlace_data.tokenizer.special_tokens import IM_END
 from enlace_model import generate_stream
 from enlace_model.checkpoint import load_model, resolve_checkpoint
 

@@ -268,7 +268,7 @@ def evaluate_conversations(
 
 def model_replier(model: torch.nn.Module, tokenizer: Any) -> Replier:
     """Greedy replies of `model` that stop at <|im_end|>."""
-    from enlace_data.special_tokens import IM_END
+    from enlace_data.tokenizer.special_tokens import IM_END
     from enlace_model import generate
 
     stop = [tokenizer.special_ids[IM_END]]

@@ -4,7 +4,7 @@ Layout of `out_dir` (the training config's `data.path`):
 
     train_000000.shard ...    uint16 shards (enlace_data.shards), what the loader reads
     val_000000.shard ...
-    tokenizer.model, ...      the tokenizer files (tokenizer_files)
+    tokenizer.model, ...      the tokenizer files (enlace_data.tokenizer.files)
     manifest.json             written last: its presence means the build is complete
     report.json, report.md    documents and bytes in/out at each step, per source
     work/                     intermediates: cleaned documents per split, stage states
@@ -44,7 +44,7 @@ from enlace_data.corpus.sources import SourceReader, resolve_source_files
 from enlace_data.errors import DataError
 from enlace_data.shards import MANIFEST_FILE, SPLITS, list_shards
 from enlace_data.tokenizer import Tokenizer, train_tokenizer
-from enlace_data.tokenizer_files import MODEL_FILE
+from enlace_data.tokenizer.files import MODEL_FILE
 
 MANIFEST_FORMAT = "enlace-corpus"
 MANIFEST_VERSION = 1

@@ -24,10 +24,10 @@ from typing import Any
 
 import sentencepiece as spm
 
-from enlace_data.bytes_tokenizer import ByteTokenizer as ByteTokenizer  # re-exported
 from enlace_data.errors import DataError
-from enlace_data.special_tokens import EOT, NAMED_SPECIALS
-from enlace_data.tokenizer_files import (
+from enlace_data.tokenizer.byte_level import ByteTokenizer
+from enlace_data.tokenizer.chat_template import CHAT_TEMPLATE
+from enlace_data.tokenizer.files import (
     DESCRIPTION_FILE,
     MODEL_FILE,
     TOKENIZER_FILES,
@@ -35,6 +35,7 @@ from enlace_data.tokenizer_files import (
     sentencepiece_tokenizer_json,
     write_tokenizer_files,
 )
+from enlace_data.tokenizer.special_tokens import EOT, NAMED_SPECIALS
 
 # Fixed ids: position in this tuple. The chat tokens (special_tokens.py) follow <|endoftext|>;
 # reserved slots keep later features from moving ids.
@@ -101,7 +102,7 @@ class Tokenizer:
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the tokenizer files (tokenizer.model, the Hugging Face files, Enlace's
-        description; see tokenizer_files) into `directory`, each atomically."""
+        description; see files.py) into `directory`, each atomically."""
         roles = {
             "bos_token": EOT,
             "eos_token": EOT,
@@ -118,8 +119,6 @@ class Tokenizer:
         )
 
     def info(self) -> dict[str, Any]:
-        from enlace_data.chat import CHAT_TEMPLATE
-
         return {
             "kind": "sentencepiece",
             "tokenizer_id": self.tokenizer_id,

@@ -7,8 +7,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from enlace_data.special_tokens import EOT, NAMED_SPECIALS
-from enlace_data.tokenizer_files import byte_tokenizer_json, write_tokenizer_files
+from enlace_data.tokenizer.chat_template import CHAT_TEMPLATE
+from enlace_data.tokenizer.files import byte_tokenizer_json, write_tokenizer_files
+from enlace_data.tokenizer.special_tokens import EOT, NAMED_SPECIALS
 
 BYTE_TOKENIZER_ID = "bytes-utf8-v1"  # text -> ids is unchanged by the specials above 255
 
@@ -30,8 +31,6 @@ class ByteTokenizer:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
     def info(self) -> dict[str, Any]:
-        from enlace_data.chat import CHAT_TEMPLATE
-
         return {
             "kind": "bytes",
             "tokenizer_id": self.tokenizer_id,
@@ -44,7 +43,7 @@ class ByteTokenizer:
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the tokenizer files (a byte-level Hugging Face tokenizer.json whose ids are the
         byte values, the special tokens added after them, and Enlace's description with the chat
-        template; see tokenizer_files) into `directory`."""
+        template; see files.py) into `directory`."""
         write_tokenizer_files(
             directory,
             description=self.info(),
