@@ -108,7 +108,7 @@ def test_units_verify_and_are_sandboxed(
     web = found[service.WEB_UNIT]
     assert f"After={service.MODEL_UNIT}" in web
     data = Path(home["env"]["XDG_DATA_HOME"]) / "enlace"
-    assert f"ReadWritePaths={data} " in web
+    assert f"ReadWritePaths=-{data} " in web  # "-": made by install, never a failed start
     # the check is able to fail: a misspelt sandbox key is named
     (folder / service.WEB_UNIT).write_text(web.replace("PrivateTmp", "PrivateTemp"))
     assert "Unknown key" in verify(folder, tmp_path).stderr
@@ -347,7 +347,10 @@ def test_install_start_status_and_model_switch_call_systemctl(
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     config = str(home["config"])
+    cache = Path(home["env"]["XDG_CACHE_HOME"]) / "enlace"
+    assert not cache.exists()
     assert in_process(main, "service", "install", "--config", config).returncode == 0
+    assert cache.is_dir()  # a ReadWritePaths folder exists before the units start
     units = " ".join(service.UNITS)
     assert calls.read_text().splitlines() == [
         "--user daemon-reload",

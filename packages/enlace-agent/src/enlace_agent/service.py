@@ -59,6 +59,7 @@ class Plan:
 
     folder: Path
     units: Mapping[str, str]
+    writable: tuple[Path, ...] = ()  # made (0700) before the units start: systemd needs them
 
 
 def unit_dir(env: Mapping[str, str]) -> Path:
@@ -152,16 +153,20 @@ Type=simple
 {environment}ExecStartPre={exec_line(page_argv(config_file, "service", "wait"))}
 ExecStart={exec_line(page_argv(config_file, "serve"))}
 TimeoutStartSec={int(wait_s) + 30}
-ReadWritePaths={" ".join(quote(str(p)) for p in writable)}
+ReadWritePaths={" ".join(quote(f"-{p}") for p in writable)}
 {SANDBOX}
 [Install]
 WantedBy=default.target
 """
-    return Plan(unit_dir(env), {MODEL_UNIT: model, WEB_UNIT: web})
+    return Plan(unit_dir(env), {MODEL_UNIT: model, WEB_UNIT: web}, tuple(writable))
 
 
 def write_units(p: Plan) -> list[str]:
-    """Writes the units (each whole: temporary file, then rename); returns those that changed."""
+    """Writes the units (each whole: temporary file, then rename) after making the folders they
+    may write to (a missing one would keep the sandbox from starting); returns those that
+    changed."""
+    for folder in p.writable:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     p.folder.mkdir(parents=True, exist_ok=True)
     changed = [n for n, text in p.units.items() if _read(p.folder / n) != text]
     temps: dict[str, str] = {}
