@@ -112,3 +112,40 @@ def test_page_says_the_model_is_changing_then_answers_again(
     assert end["type"] == "end" and end["model"] == "enlace-chat (v2)"
     shown = client.get(f"/api/conversations/{cid}").json()["messages"]
     assert [m["role"] for m in shown] == ["user", "error", "user", "assistant"]  # nothing lost
+
+
+def test_model_server_dying_mid_answer_then_back(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """The model server dies while it writes an answer: the page says so in Spanish, the
+    question stays, and the next question is answered once the server is back."""
+    import socket
+
+    from enlace_agent.web.app import MODEL_BROKEN, MODEL_DOWN
+
+    def dies(h: Any, body: Any) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        data = b'data: {"choices":[{"index":0,"delta":{"content":"Empiezo a"}}]}\n\n'
+        h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        h.wfile.flush()
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_RDWR)  # killed mid-answer
+
+    page = web_page()
+    client = page.login("Ana")
+    model_server.script += [dies, model_server.say("Ya estoy aquí.")]
+    cid = page.ask(client, "¿Estás?")
+    end = page.events(client, cid)[-1]
+    assert end["type"] == "error" and end["message"] in (MODEL_DOWN, MODEL_BROKEN)
+    page.ask(client, "¿Y ahora?", cid)
+    assert page.events(client, cid)[-1]["type"] == "end"
+    shown = client.get(f"/api/conversations/{cid}").json()["messages"]
+    assert [(m["role"], m["content"]) for m in shown] == [
+        ("user", "¿Estás?"),
+        ("error", end["message"]),
+        ("user", "¿Y ahora?"),
+        ("assistant", "Ya estoy aquí."),
+    ]
