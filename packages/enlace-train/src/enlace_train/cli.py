@@ -51,6 +51,16 @@ def _write_json(path: str, data: object) -> None:
         json.dump(data, f, indent=2)
 
 
+def _json_out(path: str | None, data: object) -> None:
+    """A verb's JSON result: written to `path` (--json), else printed on one line."""
+    import json
+
+    if path:
+        _write_json(path, data)
+    else:
+        print(json.dumps(data))
+
+
 def _parser(prog: str, description: str | None, **kw: Any) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=description, **kw)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -229,8 +239,6 @@ def sample_main(argv: Sequence[str]) -> int:
 
 
 def eval_main(argv: Sequence[str]) -> int:
-    import json
-
     ns = _eval_parser().parse_args(list(argv))
     try:
         from tqdm import tqdm
@@ -260,17 +268,11 @@ def eval_main(argv: Sequence[str]) -> int:
         f"bits/byte {score.bits_per_byte:.4f} on {len(score.files)} file(s), {score.bytes} bytes, "
         f"{score.tokens} tokens (window {score.window}, stride {score.stride}) | {checkpoint}"
     )
-    result = {"checkpoint": str(checkpoint), **score.to_dict()}
-    if ns.json:
-        _write_json(ns.json, result)
-    else:
-        print(json.dumps(result))
+    _json_out(ns.json, {"checkpoint": str(checkpoint), **score.to_dict()})
     return 0
 
 
 def eval_chat_main(argv: Sequence[str]) -> int:
-    import json
-
     p = _parser(
         "enlace-train eval-chat",
         "The chat measures of a model on held-out conversations (enlace_train/chat_eval.py "
@@ -308,11 +310,7 @@ def eval_chat_main(argv: Sequence[str]) -> int:
     except (FileNotFoundError, ValueError) as exc:  # CheckpointError, DataError
         return _fail(str(exc), exc, ns.debug)
     print(f"chat: {result.line()} | {checkpoint}")
-    row = {"checkpoint": str(checkpoint), **result.row()}
-    if ns.json:
-        _write_json(ns.json, row)
-    else:
-        print(json.dumps(row))
+    _json_out(ns.json, {"checkpoint": str(checkpoint), **result.row()})
     return 0
 
 
