@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from enlace_config.schema.model import ModelConfig
 from enlace_data.chat import CHAT_TEMPLATE, normalize_conversation, render, render_text
-from enlace_data.chat_builtin import builtin_conversations
+from enlace_data.chat.builtin import builtin_conversations
 from enlace_data.sample import builtin_split
 from enlace_data.tokenizer import ByteTokenizer, Tokenizer, train_tokenizer
 from enlace_model import atomic_checkpoint, build_model, save_model

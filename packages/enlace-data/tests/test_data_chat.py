@@ -12,7 +12,7 @@ import pytest
 from enlace_config.schema.data import DataConfig
 from enlace_data import DataError
 from enlace_data.chat import normalize_conversation, parse_tool_calls, render, render_text
-from enlace_data.chat_builtin import SEARCH_TOOL_NAME, builtin_conversations
+from enlace_data.chat.builtin import SEARCH_TOOL_NAME, builtin_conversations
 from enlace_data.loader import build_loader, eval_batches
 from enlace_data.tokenizer import ByteTokenizer
 from enlace_data.tokenizer.special_tokens import IM_END, IM_START, TOOL_CALL, TOOL_CALL_END

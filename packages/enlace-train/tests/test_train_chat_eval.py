@@ -12,7 +12,7 @@ from typing import Any
 
 from enlace_config.schema import ModelConfig
 from enlace_data.chat import normalize_conversation, render
-from enlace_data.chat_builtin import builtin_conversations
+from enlace_data.chat.builtin import builtin_conversations
 from enlace_data.tokenizer import ByteTokenizer
 from enlace_data.tokenizer.special_tokens import IM_END
 from enlace_model import build_model, save_model

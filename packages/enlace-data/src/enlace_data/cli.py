@@ -18,7 +18,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "enlace_data.smoke",
     "enlace_data.inspect_cmd",
     "enlace_data.corpus.cli",
-    "enlace_data.chat_cmd",
+    "enlace_data.chat.cmd",
 ]
 
 

@@ -1,5 +1,5 @@
 """Exactly resumable loaders over byte text or uint16 shards: `build_loader` and `eval_batches`
-(data.kind chat is dispatched to chat_loader.py, whose batches add a segment array). The package
+(data.kind chat is dispatched to chat/loader.py, whose batches add a segment array). The package
 README says what they promise; the choices:
 
 - A split is a list of segments (its text file, or one shard each) cut into windows of T + 1 tokens
@@ -28,7 +28,7 @@ from typing import Any, Literal, Unpack
 import numpy as np
 from enlace_config.schema.data import DataConfig
 
-from enlace_data.chat_loader import build_chat_loader
+from enlace_data.chat.loader import build_chat_loader
 from enlace_data.errors import DataError
 from enlace_data.sample import builtin_split
 from enlace_data.shards import MANIFEST_FILE, Shard, list_shards, open_shards
@@ -452,7 +452,7 @@ def build_loader(
     reader: Reader = "pread",
 ) -> StreamLoader:
     """The loader of one split, validated before the first batch: a `Loader` of (inputs,
-    targets), or for data.kind chat a `chat_loader.ChatLoader` of (inputs, targets, segments).
+    targets), or for data.kind chat a `chat.loader.ChatLoader` of (inputs, targets, segments).
 
     `vocab_size`: the model's vocabulary (model.vocab_size); shards made for a larger one are
     refused. `max_open`: most shard files (descriptors or memory maps) open at once. `reader`:

@@ -1,6 +1,6 @@
-"""The stream both loaders walk (loader.Loader over tokens, chat_loader.ChatLoader over
+"""The stream both loaders walk (loader.Loader over tokens, chat.loader.ChatLoader over
 conversations): their keyword arguments, the global stream of samples split between ranks, and
-its resumable state. Below both, so that loader.py can dispatch to chat_loader.py at the top."""
+its resumable state. Below both, so that loader.py can dispatch to chat/loader.py at the top."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def check_rank(rank: int, world_size: int) -> None:
 
 
 class StreamLoader:
-    """What both loaders share (`loader.Loader`, `chat_loader.ChatLoader`): the global stream of
+    """What both loaders share (`loader.Loader`, `chat.loader.ChatLoader`): the global stream of
     samples split between ranks, and its state `samples_consumed` with what it is valid for
     (dataset fingerprint, seed, context length), checked on resume. Each loader sets what it reads
     (`description`, `bytes_per_token`, `vocab_size`, `tokenizer_id`) and says `_dataset()`."""

@@ -21,7 +21,7 @@ states. Values are compared without accents or case, as whole words. The measure
 - grounded: among replies after a tool result with `expect.answer`, the share that state every
   fact of the result and call no tool;
 - invention: among replies after a tool result, the share stating a fact-shaped value (a number,
-  or a name of enlace_data.chat_builtin.FACT_NAMES) that neither the result nor the question gave.
+  or a name of enlace_data.chat.builtin.FACT_NAMES) that neither the result nor the question gave.
 A model that learned the format but not the content scores tool_call 100 % and fidelity 0.
 """
 
@@ -129,7 +129,7 @@ def _word(value: str) -> re.Pattern[str]:
 
 @cache
 def _names() -> tuple[re.Pattern[str], ...]:
-    from enlace_data.chat_builtin import FACT_NAMES
+    from enlace_data.chat.builtin import FACT_NAMES
 
     return tuple(_word(name) for name in FACT_NAMES)
 
@@ -287,7 +287,7 @@ def model_replier(model: torch.nn.Module, tokenizer: Any) -> Replier:
 
 def chat_eval(model: torch.nn.Module, cfg: RunConfig) -> ChatEval:
     """The measures of a training run's model on its held-out split (cfg.data)."""
-    from enlace_data.chat_loader import chat_tokenizer, load_split
+    from enlace_data.chat.loader import chat_tokenizer, load_split
 
     tokenizer = chat_tokenizer(cfg.data)
     convs, _ = load_split(cfg.data, "val")
@@ -323,7 +323,7 @@ def eval_checkpoint(
     .jsonl/.parquet file, or `builtin`). Defaults: data.chat_eval_* of the config schema."""
     from pathlib import Path
 
-    from enlace_data.chat_loader import load_split, read_conversations
+    from enlace_data.chat.loader import load_split, read_conversations
     from enlace_data.tokenizer import load_tokenizer
     from enlace_model.checkpoint import load_model, resolve_checkpoint
 

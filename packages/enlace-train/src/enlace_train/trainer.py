@@ -251,7 +251,7 @@ def write_tokenizer(cfg: RunConfig) -> Callable[[Path], None] | None:
     """What puts the run's tokenizer into a checkpoint directory, so that `sample` and the export
     find it there. Shards without a tokenizer beside them (synthetic data): a warning, and None."""
     from enlace_data import DataError
-    from enlace_data.chat_loader import chat_tokenizer
+    from enlace_data.chat.loader import chat_tokenizer
     from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
 
     try:

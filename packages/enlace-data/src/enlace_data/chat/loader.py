@@ -22,7 +22,7 @@ from typing import Any, Unpack
 import numpy as np
 from enlace_config.schema.data import DataConfig
 
-from enlace_data.chat import ChatTokenizer, normalize_conversation, render
+from enlace_data.chat.format import ChatTokenizer, normalize_conversation, render
 from enlace_data.errors import DataError
 from enlace_data.stream import IntArray, Split, StreamArgs, StreamLoader
 from enlace_data.tokenizer import ByteTokenizer
@@ -84,7 +84,7 @@ def load_split(cfg: DataConfig, split: Split) -> tuple[list[dict[str, Any]], str
     """The conversations of a split and what they are (for the log)."""
     root = Path(cfg.path)
     if not root.exists() and cfg.fallback == "builtin":
-        from enlace_data.chat_builtin import builtin_conversations
+        from enlace_data.chat.builtin import builtin_conversations
 
         n = (
             cfg.builtin_conversations

@@ -36,9 +36,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from enlace_data.errors import DataError
-from enlace_data.tokenizer.chat_template import (
-    CHAT_TEMPLATE as CHAT_TEMPLATE,  # re-exported: the chat format's public name
-)
 from enlace_data.tokenizer.chat_template import TOOLS_FOOTER, TOOLS_HEADER
 from enlace_data.tokenizer.special_tokens import (
     IM_END,

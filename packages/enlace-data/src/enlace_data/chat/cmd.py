@@ -89,8 +89,8 @@ def _read_tools(path: Path) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from enlace_data.chat import normalize_conversation
-    from enlace_data.chat_loader import iter_records
+    from enlace_data.chat.format import normalize_conversation
+    from enlace_data.chat.loader import iter_records
 
     if args.tools and args.source != "builtin":
         raise DataError("--tools goes with the built-in set (SOURCE builtin)")
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     skipped, reasons = 0, []
     if args.source == "builtin":
-        from enlace_data.chat_builtin import builtin_conversations, check_tools
+        from enlace_data.chat.builtin import builtin_conversations, check_tools
 
         tools = check_tools(_read_tools(args.tools), str(args.tools)) if args.tools else None
         splits["train"] = builtin_conversations("train", args.builtin_size, tools=tools)
