@@ -1,4 +1,4 @@
-"""The tokenizer files (tokenizer_files.py): the Hugging Face tokenizer.json gives Enlace's ids
+"""The tokenizer files (enlace_data.tokenizer.files): the Hugging Face tokenizer.json gives Enlace's ids
 (checked with the `tokenizers` library, what AutoTokenizer runs), and load_tokenizer resolves run
 directories, checkpoints, exported folders and files by one rule."""
 
