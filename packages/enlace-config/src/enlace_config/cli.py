@@ -25,26 +25,33 @@ from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
 from enlace_config.yamlio import dump_scalar
 
 EXIT_BAD_INPUT = 2
+# The developer command lines' shared words (tests/test_cli_help.py holds them to it).
+DEBUG_HELP = "show tracebacks on errors"
+RAW = argparse.RawDescriptionHelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="enlace-config",
         description="Compose, show and check Enlace configuration files.",
+        formatter_class=RAW,
+        epilog="examples:\n"
+        "  enlace-config show configs/runs/smoke-cpu.yaml train.lr=3e-4 --origin\n"
+        "  enlace-config check configs/runs/*.yaml",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     # --debug is also accepted after the command (`enlace-config show X --debug`)
     debug = argparse.ArgumentParser(add_help=False)
-    debug.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-    )
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     show = sub.add_parser(
         "show",
         parents=[debug],
+        formatter_class=RAW,
         help="print a config resolved (layers, run file, overrides, defaults) as YAML",
-        description="Print a run (or any config file) fully resolved, as YAML that reads back "
+        description="Print a run (or any config file) fully resolved, as YAML that reads back\n"
         "to the same values: what a run records next to its checkpoints.",
+        epilog="example:\n  enlace-config show configs/runs/smoke-cpu.yaml train.lr=3e-4 --origin",
     )
     show.add_argument("file", type=Path, metavar="FILE", help="a run file (configs/runs/*.yaml)")
     show.add_argument(
@@ -56,17 +63,21 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         parents=[debug],
+        formatter_class=RAW,
         help="validate config files, each with the schema of its folder under configs/",
-        description="Validate config files: files under configs/runs/ (or outside configs/) as "
+        description="Validate config files: files under configs/runs/ (or outside configs/) as\n"
         "composed runs, files in another folder of configs/ with that folder's schema.",
+        epilog="example:\n  enlace-config check configs/runs/*.yaml configs/model/*.yaml",
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     keys = sub.add_parser(
         "keys",
         parents=[debug],
+        formatter_class=RAW,
         help="list the keys of a kind of config with type, default and description",
-        description="List every key a config of this kind takes (from the schema's field "
+        description="List every key a config of this kind takes (from the schema's field\n"
         "descriptions): `keys` for run files, `keys model` for model layers, ...",
+        epilog="example:\n  enlace-config keys train",
     )
     keys.add_argument(
         "kind", nargs="?", default=RUNS_FOLDER, metavar="KIND", help="runs (default), model, ..."

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 
 from enlace_data.errors import DataError
 
+# The developer command lines' shared words (tests/test_cli_help.py holds them to it).
+DEBUG_HELP = "show tracebacks on errors"
+
 SUBCOMMAND_MODULES: list[str] = [
     "enlace_data.smoke",
     "enlace_data.inspect_cmd",
@@ -25,12 +28,17 @@ SUBCOMMAND_MODULES: list[str] = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="enlace-data",
-        description="Enlace data tools: prepare the smoke corpus, inspect shards, build the corpus.",
+        description="Enlace data tools: prepare the smoke corpus, inspect shards, build the corpus,\n"
+        "show a tokenizer, write chat data.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  enlace-data smoke\n  enlace-data corpus configs/corpus/es-pd.yaml",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).add_parser(sub)
+    for command in sub.choices.values():  # main() takes --debug anywhere: say so in each --help
+        command.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     return parser
 
 

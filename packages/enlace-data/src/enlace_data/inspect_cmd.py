@@ -14,12 +14,20 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "inspect",
         help="validate shards and print their headers",
-        description="Validate shard files (or every shard in a directory) and print each header: "
+        description="Validate shard files (or every shard in a directory) and print each header:\n"
         "token count, vocabulary, tokenizer, bytes per token. Exit code 2 at the first bad shard.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  enlace-data inspect data/es-pd --vocab-size 32768",
     )
-    p.add_argument("paths", nargs="+", type=Path, help="shard files or directories of shards")
     p.add_argument(
-        "--vocab-size", type=int, default=None, help="refuse shards with a larger vocabulary"
+        "paths", nargs="+", type=Path, metavar="PATH", help="shard files or directories of shards"
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse shards with a larger vocabulary",
     )
     p.set_defaults(func=run)
 

@@ -282,12 +282,18 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "smoke",
         help="prepare the smoke corpus (data/smoke/train.txt, val.txt)",
-        description="Download the pinned public-domain Spanish books from Project Gutenberg (or "
-        "read local .txt files with --from), strip the Gutenberg header and footer, normalise, "
+        description="Download the pinned public-domain Spanish books from Project Gutenberg (or\n"
+        "read local .txt files with --from), strip the Gutenberg header and footer, normalise,\n"
         "verify each cleaned text's sha256, and write train.txt and val.txt atomically.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  enlace-data smoke --out data/smoke",
     )
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)"
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help="output directory (default: %(default)s)",
     )
     p.add_argument(
         "--from",

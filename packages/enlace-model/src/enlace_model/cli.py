@@ -11,21 +11,44 @@ from collections.abc import Sequence
 
 from enlace_model.gguf_export import GGUF_TYPES  # the package's __init__ has imported torch anyway
 
+# The developer command lines' shared words (tests/test_cli_help.py holds them to it).
+DEBUG_HELP = "show tracebacks on errors"
+RAW = argparse.RawDescriptionHelpFormatter
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="enlace-model", description=__doc__)
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(
+        prog="enlace-model",
+        description=__doc__,
+        formatter_class=RAW,
+        epilog="example:\n  enlace-model export runs/smoke-cpu exports/smoke-cpu",
+    )
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    # --debug is also accepted after the command (`enlace-model export RUN OUT --debug`)
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ex = sub.add_parser(
         "export",
+        parents=[debug],
+        formatter_class=RAW,
         help="write a Hugging Face folder (Qwen3 architecture) or a GGUF file for llama.cpp",
-        description="Export a checkpoint (or a run directory's newest complete checkpoint) as a "
-        "Hugging Face folder (config.json, model.safetensors, generation_config.json, tokenizer, "
+        description="Export a checkpoint (or a run directory's newest complete checkpoint) as a\n"
+        "Hugging Face folder (config.json, model.safetensors, generation_config.json, tokenizer,\n"
         "README.md model card) or, with --format gguf, as one GGUF file that llama.cpp runs.",
+        epilog="examples:\n"
+        "  enlace-model export runs/smoke-cpu exports/smoke-cpu\n"
+        "  enlace-model export runs/smoke-cpu smoke-cpu.gguf --format gguf --type q8_0",
     )
-    ex.add_argument("checkpoint", help="a run directory or a checkpoints/step_<N> directory")
     ex.add_argument(
-        "out", help="hf: the folder to write (new, empty, or an earlier export); gguf: the file"
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="a run directory or a checkpoints/step_<N> directory",
+    )
+    ex.add_argument(
+        "out",
+        metavar="OUT",
+        help="hf: the folder to write (new, empty, or an earlier export); gguf: the file",
     )
     ex.add_argument("--format", choices=("hf", "gguf"), default="hf", help="default: hf")
     ex.add_argument(

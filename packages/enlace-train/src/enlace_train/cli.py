@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 USAGE = """\
-enlace-train CONFIG [key=value ...] [--debug]     train (or resume) the run CONFIG describes
+enlace-train CONFIG [KEY=VALUE ...] [--debug]     train (or resume) the run CONFIG describes
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
 enlace-train chat RUN_OR_CHECKPOINT [...]        talk to a chat (SFT) model in the terminal
 enlace-train eval RUN_OR_CHECKPOINT FILE... [...] bits per byte of a model on UTF-8 text files
@@ -26,6 +26,8 @@ enlace-train report RUN_DIR... [--out DIR]       a Markdown page and plots of on
 enlace-train lm-eval MODEL [--tasks ...]         Spanish benchmarks (lm-eval) on the HF export"""
 
 EXIT_BAD_INPUT = 2
+# The developer command lines' shared words (tests/test_cli_help.py holds them to it).
+DEBUG_HELP = "show tracebacks on errors"
 
 
 def _fail(message: str, exc: BaseException | None, debug: bool, code: int = EXIT_BAD_INPUT) -> int:
@@ -61,17 +63,30 @@ def _json_out(path: str | None, data: object) -> None:
         print(json.dumps(data))
 
 
-def _parser(prog: str, description: str | None, **kw: Any) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=description, **kw)
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+def _parser(prog: str, description: str | None, example: str, **kw: Any) -> argparse.ArgumentParser:
+    """A command's parser: `--debug`, and its help ending with `example` (one command line per
+    line; the description is written with its own line breaks)."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=f"example{'s' if chr(10) in example else ''}:\n  " + example.replace("\n", "\n  "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     return p
 
 
 def _train_parser() -> argparse.ArgumentParser:
-    raw = argparse.RawDescriptionHelpFormatter
-    p = _parser("enlace-train", __doc__, usage=USAGE, formatter_class=raw)
-    p.add_argument("config", help="a run file, e.g. configs/runs/smoke-cpu.yaml")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
+    example = "enlace-train configs/runs/smoke-cpu.yaml train.max_steps=100"
+    p = _parser("enlace-train", __doc__, example, usage=USAGE)
+    p.add_argument("config", metavar="CONFIG", help="a run file, e.g. configs/runs/smoke-cpu.yaml")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="overrides, e.g. train.max_steps=100",
+    )
     return p
 
 
@@ -115,9 +130,12 @@ def _sample_parser() -> argparse.ArgumentParser:
     p = _parser(
         "enlace-train sample",
         "Sample text from a run's newest checkpoint (or a checkpoint directory).",
+        "enlace-train sample runs/smoke-cpu --prompt 'Había una vez'",
     )
-    p.add_argument("run_dir", help="a run directory (runs/NAME) or one checkpoint directory")
-    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument(
+        "run_dir", metavar="RUN_DIR", help="a run directory (runs/NAME) or one checkpoint directory"
+    )
+    p.add_argument("--prompt", required=True, metavar="TEXT", help="text to continue")
     _sampling_options(p, max_new_tokens=200, temperature=0.8, top_p=None, seed=1337)
     p.add_argument("--top-k", type=_number(int, 1), default=None)
     return p
@@ -126,11 +144,18 @@ def _sample_parser() -> argparse.ArgumentParser:
 def _chat_parser() -> argparse.ArgumentParser:
     p = _parser(
         "enlace-train chat",
-        "Talk to a chat model (a chat run's newest checkpoint, or a checkpoint directory): "
+        "Talk to a chat model (a chat run's newest checkpoint, or a checkpoint directory):\n"
         "streamed replies, history, /reset, /salir.",
+        "enlace-train chat runs/sft-cpu --system 'Eres Enlace, el asistente de la familia.'",
     )
-    p.add_argument("checkpoint", help="a run directory (runs/NAME) or one checkpoint directory")
-    p.add_argument("--system", default=None, help="a system prompt for the conversation")
+    p.add_argument(
+        "checkpoint",
+        metavar="RUN_OR_CHECKPOINT",
+        help="a run directory (runs/NAME) or one checkpoint directory",
+    )
+    p.add_argument(
+        "--system", default=None, metavar="TEXT", help="a system prompt for the conversation"
+    )
     _sampling_options(p, max_new_tokens=256, temperature=0.7, top_p=0.9, seed=None)
     return p
 
@@ -138,12 +163,17 @@ def _chat_parser() -> argparse.ArgumentParser:
 def _eval_parser() -> argparse.ArgumentParser:
     p = _parser(
         "enlace-train eval",
-        "Bits per byte of a model on UTF-8 text files, scored with a sliding window (every byte "
-        "once; enlace_train/evaluate_text.py documents the rules). Prints one line, then the "
+        "Bits per byte of a model on UTF-8 text files, scored with a sliding window (every byte\n"
+        "once; enlace_train/evaluate_text.py documents the rules). Prints one line, then the\n"
         "result as JSON (or writes it to --json).",
+        "enlace-train eval runs/smoke-cpu data/smoke/val.txt --json eval.json",
     )
-    p.add_argument("model", help="a run directory, a checkpoint directory or an exported folder")
-    p.add_argument("files", nargs="+", help="UTF-8 text files")
+    p.add_argument(
+        "model",
+        metavar="RUN_OR_CHECKPOINT",
+        help="a run directory, a checkpoint directory or an exported folder",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     p.add_argument("--window", type=int, default=None, help="tokens per window (default: context)")
     p.add_argument(
         "--stride", type=int, default=None, help="tokens between windows (default: window/2)"
@@ -151,7 +181,9 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8, help="windows per forward pass")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--json", default=None, help="write the JSON result here instead of stdout")
+    p.add_argument(
+        "--json", default=None, metavar="FILE", help="write the JSON result here instead of stdout"
+    )
     return p
 
 
@@ -275,14 +307,20 @@ def eval_main(argv: Sequence[str]) -> int:
 def eval_chat_main(argv: Sequence[str]) -> int:
     p = _parser(
         "enlace-train eval-chat",
-        "The chat measures of a model on held-out conversations (enlace_train/chat_eval.py "
-        "defines them): turn endings, well-formed tool calls, argument fidelity (the search names "
-        "the question's entities), grounded answers and invention after a tool result, spurious "
+        "The chat measures of a model on held-out conversations (enlace_train/chat_eval.py\n"
+        "defines them): turn endings, well-formed tool calls, argument fidelity (the search names\n"
+        "the question's entities), grounded answers and invention after a tool result, spurious\n"
         "calls. Prints one line, then the result as JSON (or writes it to --json).",
+        "enlace-train eval-chat runs/sft-cpu builtin --conversations 50",
     )
-    p.add_argument("model", help="a run directory, a checkpoint directory or an exported folder")
+    p.add_argument(
+        "model",
+        metavar="RUN_OR_CHECKPOINT",
+        help="a run directory, a checkpoint directory or an exported folder",
+    )
     p.add_argument(
         "data",
+        metavar="DATA",
         help="a chat data directory (its val split), a .jsonl/.parquet file of conversations, or "
         "builtin (the built-in set's val split)",
     )
@@ -295,7 +333,9 @@ def eval_chat_main(argv: Sequence[str]) -> int:
         help="most tokens per reply (default: data.chat_eval_max_tokens)",
     )  # fmt: skip
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--json", default=None, help="write the JSON result here instead of stdout")
+    p.add_argument(
+        "--json", default=None, metavar="FILE", help="write the JSON result here instead of stdout"
+    )
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.chat_eval import eval_checkpoint
@@ -317,11 +357,14 @@ def eval_chat_main(argv: Sequence[str]) -> int:
 def report_main(argv: Sequence[str]) -> int:
     p = _parser(
         "enlace-train report",
-        "Write report.md, PNG plots (loss, validation bits/byte, lr, gradient norm, tokens/s "
+        "Write report.md, PNG plots (loss, validation bits/byte, lr, gradient norm, tokens/s\n"
         "against tokens seen; one line per run) and report.json for run directories.",
+        "enlace-train report runs/smoke-cpu runs/sft-cpu --out report",
     )
-    p.add_argument("runs", nargs="+", help="run directories (runs/NAME)")
-    p.add_argument("--out", default=None, help="report folder (default: FIRST_RUN/report)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (runs/NAME)")
+    p.add_argument(
+        "--out", default=None, metavar="DIR", help="report folder (default: FIRST_RUN/report)"
+    )
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.report import write_report
@@ -340,17 +383,27 @@ def lm_eval_main(argv: Sequence[str]) -> int:
 
     p = _parser(
         "enlace-train lm-eval",
-        "Spanish benchmarks through EleutherAI's lm-eval on the Hugging Face export (a run or "
+        "Spanish benchmarks through EleutherAI's lm-eval on the Hugging Face export (a run or\n"
         "checkpoint is exported first). Needs enlace-train[lm-eval] and the Hub.",
+        "enlace-train lm-eval runs/NAME --tasks xnli_es,copa_es --limit 100",
     )
-    p.add_argument("model", help="a run directory, a checkpoint or an exported folder")
-    p.add_argument("--tasks", default=",".join(SPANISH_TASKS), help="comma-separated task names")
-    p.add_argument("--include", default=None, help="a folder of extra task YAML files")
+    p.add_argument(
+        "model", metavar="MODEL", help="a run directory, a checkpoint or an exported folder"
+    )
+    p.add_argument(
+        "--tasks",
+        default=",".join(SPANISH_TASKS),
+        metavar="TASKS",
+        help="comma-separated task names",
+    )
+    p.add_argument(
+        "--include", default=None, metavar="DIR", help="a folder of extra task YAML files"
+    )
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="examples per task (a quick look)")
-    p.add_argument("--json", default=None, help="write the results here too")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the results here too")
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.harness import run_lm_eval

@@ -28,9 +28,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="write a chat data directory from local files, a Hub dataset or the built-in set",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  enlace-data chat builtin data/chat --tools tools.json",
     )
-    p.add_argument("source", help="FILE.jsonl | FILE.parquet | DIR | owner/name (Hub) | builtin")
-    p.add_argument("out_dir", help="where train.jsonl and val.jsonl are written")
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="FILE.jsonl | FILE.parquet | DIR | owner/name (Hub) | builtin",
+    )
+    p.add_argument("out_dir", metavar="OUT_DIR", help="where train.jsonl and val.jsonl are written")
     p.add_argument("--val-fraction", type=float, default=0.02, help="share of records for val")
     p.add_argument("--builtin-size", type=int, default=4000, help="builtin: train conversations")
     p.add_argument(

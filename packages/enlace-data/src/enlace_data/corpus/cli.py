@@ -14,15 +14,16 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "corpus",
         help="build token shards from raw text (clean, dedup, split, tokenizer, encode)",
-        description="Build a corpus from a YAML config (schema: enlace_config.schema.corpus."
-        "CorpusConfig; example: configs/corpus/es-pd.yaml). Rerunning resumes an interrupted "
-        "build; a finished one is left as is.",
+        description="Build a corpus from a YAML config (schema: enlace_config.schema.corpus.\n"
+        "CorpusConfig). Rerunning resumes an interrupted build; a finished one is left as is.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  enlace-data corpus configs/corpus/es-pd.yaml --limit 500MB",
     )
-    p.add_argument("config", help="corpus config file (YAML)")
+    p.add_argument("config", metavar="CONFIG", help="corpus config file (YAML)")
     p.add_argument(
         "overrides",
         nargs="*",
-        metavar="key=value",
+        metavar="KEY=VALUE",
         help="override config keys (dedup.threshold=0.9)",
     )
     p.add_argument(
@@ -38,11 +39,17 @@ def add_parser(subparsers: Any) -> None:
     t = subparsers.add_parser(
         "tokenizer",
         help="show a tokenizer: id, vocabulary, special ids; --text shows how it splits a text",
-        description="PATH: a corpus out_dir, a run or checkpoint directory, an exported folder "
+        description="PATH: a corpus out_dir, a run or checkpoint directory, an exported folder\n"
         "or a tokenizer.model file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  enlace-data tokenizer runs/smoke-cpu --text 'Hola, mundo'",
     )
-    t.add_argument("path", help="corpus, run or checkpoint directory, export, or tokenizer.model")
-    t.add_argument("--text", help="encode this text and show its pieces")
+    t.add_argument(
+        "path",
+        metavar="PATH",
+        help="corpus, run or checkpoint directory, export, or tokenizer.model",
+    )
+    t.add_argument("--text", metavar="TEXT", help="encode this text and show its pieces")
     t.add_argument(
         "--save",
         metavar="DIR",
