@@ -10,11 +10,12 @@ import argparse
 import contextlib
 import io
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
 DEBUG_EN = "show tracebacks on errors"
+DEBUG_ES = "registro detallado y trazas"
 
 Main = Callable[[Sequence[str]], int]
 
@@ -28,58 +29,86 @@ def help_text(main: Main, argv: Sequence[str]) -> str:
     return out.getvalue()
 
 
-def commands(parser: argparse.ArgumentParser) -> list[str]:
-    """The subcommands of an argparse parser, in order."""
-    found: list[str] = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            found.extend(action.choices)
-    return found
+def helps(parser: argparse.ArgumentParser, argv: list[str]) -> Iterator[tuple[list[str], bool]]:
+    """(argv, runs) for `parser` and every command below it; runs is False for a parser that only
+    chooses among commands."""
+    subs = [
+        (name, sub)
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    ]
+    yield argv, not subs
+    for name, sub in subs:
+        yield from helps(sub, [*argv, name])
 
 
-def check(text: str, prog: str, debug: str, example: str = "example") -> None:
-    """Ends with `example:` (or the plural) and command lines of `prog` under it; --debug is
-    described as `debug` says."""
+def check(text: str, prog: str, debug: str, runs: bool, example: str = "example") -> None:
+    """Ends with `example:` (or the plural) and command lines of `prog` under it; --debug, listed
+    by every command that runs, is described as `debug` says."""
     tail = re.search(rf"\n{example}s?:\n((?:  {re.escape(prog)}\b.*\n)+)\Z", text)
     assert tail, f"{prog}: the help does not end with an example:\n{text}"
-    assert f"--debug {debug}" in " ".join(text.split()), f"{prog}: --debug is not «{debug}»"
+    if runs or "--debug" in text:
+        assert f"--debug {debug}" in " ".join(text.split()), f"{prog}: --debug is not «{debug}»"
 
 
-def developer_clis() -> list[tuple[str, Main, list[list[str]]]]:
-    """(program, main, the argv before --help of each help to read) for the four developer CLIs."""
-    from enlace_config.cli import _parser as config_parser
-    from enlace_config.cli import main as config_main
-    from enlace_data.cli import build_parser as data_parser
-    from enlace_data.cli import main as data_main
-    from enlace_model.cli import _parser as model_parser
-    from enlace_model.cli import main as model_main
-    from enlace_train.cli import USAGE
-    from enlace_train.cli import main as train_main
+def developer_cli(prog: str) -> tuple[Main, list[tuple[list[str], bool]]]:
+    """The main of a developer CLI and the helps to read (argv before --help, runs)."""
+    if prog == "enlace-config":
+        from enlace_config.cli import _parser, main
 
-    train_verbs = re.findall(r"^enlace-train ([a-z][a-z-]*) ", USAGE, re.MULTILINE)
-    return [
-        ("enlace-config", config_main, [[], *([c] for c in commands(config_parser()))]),
-        ("enlace-data", data_main, [[], *([c] for c in commands(data_parser()))]),
-        ("enlace-model", model_main, [[], *([c] for c in commands(model_parser()))]),
-        ("enlace-train", train_main, [[], *([v] for v in train_verbs)]),
-    ]
+        return main, list(helps(_parser(), []))
+    if prog == "enlace-data":
+        from enlace_data.cli import build_parser, main
+
+        return main, list(helps(build_parser(), []))
+    if prog == "enlace-model":
+        from enlace_model.cli import _parser, main
+
+        return main, list(helps(_parser(), []))
+    from enlace_train.cli import USAGE, main  # the verbs have a parser each, listed in USAGE
+
+    verbs = re.findall(r"^enlace-train ([a-z][a-z-]*) ", USAGE, re.MULTILINE)
+    return main, [([], True), *(([verb], True) for verb in verbs)]
 
 
 @pytest.mark.parametrize("prog", ["enlace-config", "enlace-data", "enlace-model", "enlace-train"])
 def test_developer_cli_helps_end_with_an_example_and_share_the_debug_words(prog: str) -> None:
-    ((_, main, argvs),) = [c for c in developer_clis() if c[0] == prog]
-    assert len(argvs) > 1 or prog == "enlace-model", f"{prog}: no commands found"
-    for argv in argvs:
-        check(help_text(main, argv), " ".join([prog, *argv]) if argv else prog, DEBUG_EN)
+    main, argvs = developer_cli(prog)
+    assert len(argvs) > 1, f"{prog}: no commands found"
+    for argv, runs in argvs:
+        check(help_text(main, argv), " ".join([prog, *argv]), DEBUG_EN, runs)
+
+
+def test_family_cli_helps_end_with_an_example_and_share_the_debug_words() -> None:
+    from enlace_agent.cli import assistant, home, search, snapshot, web
+
+    argvs: list[tuple[list[str], bool]] = [([], True)]  # the chat itself
+    argvs += list(helps(web.build_parser(), []))[1:]
+    argvs += list(helps(snapshot.build_parser(), ["snapshot"]))
+    argvs += list(helps(home.build_parser(), []))[1:]
+    dispatched = {*assistant.WEB_COMMANDS, "snapshot", *assistant.HOME_COMMANDS}
+    assert {argv[0] for argv, _ in argvs if argv} == dispatched
+    for argv, runs in argvs:
+        text = help_text(assistant.main, argv)
+        check(text, " ".join(["enlace-assistant", *argv]), DEBUG_ES, runs, "ejemplo")
+    check(help_text(search.main, []), "enlace-search", DEBUG_ES, True, "ejemplo")
+
+
+def test_search_mcp_help_ends_with_an_example() -> None:
+    pytest.importorskip("mcp", reason="the mcp extra")
+    from enlace_agent.search.mcp_server import main
+
+    check(help_text(main, []), "enlace-search-mcp", DEBUG_ES, True, "ejemplo")
 
 
 def test_check_refuses_a_help_without_an_example() -> None:
     parser = argparse.ArgumentParser(prog="tool")
     parser.add_argument("--debug", action="store_true", help=DEBUG_EN)
     with pytest.raises(AssertionError, match="does not end with an example"):
-        check(parser.format_help(), "tool", DEBUG_EN)
+        check(parser.format_help(), "tool", DEBUG_EN, True)
     parser.epilog = "example:\n  tool run"
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    check(parser.format_help(), "tool", DEBUG_EN)
+    check(parser.format_help(), "tool", DEBUG_EN, True)
     with pytest.raises(AssertionError, match="--debug is not"):
-        check(parser.format_help(), "tool", "another wording")
+        check(parser.format_help(), "tool", "another wording", True)

@@ -635,7 +635,7 @@ def test_an_answer_being_written_in_the_snapshot_is_restored_as_interrupted(
         and INTERRUPTED in (shown["messages"][-1]["content"])
     )
     code, out, _ = run_cli("restore", "--help")
-    assert code == 0 and "Ejemplo: enlace-assistant snapshot restore" in out
+    assert code == 0 and "ejemplo:\n  enlace-assistant snapshot restore enlace-snapshot-" in out
 
 
 def test_a_snapshot_that_fails_its_check_when_made_is_deleted_and_the_command_fails(

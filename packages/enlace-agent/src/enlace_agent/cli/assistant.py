@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
+from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, examples, fail, run_guarded
 from enlace_agent.cli.options import add_assistant_options, setup_assistant
 
 if TYPE_CHECKING:
@@ -39,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor, service y model para el servidor doméstico. "
         "La configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
-        "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).",
+        "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).\n\n"
+        + examples(
+            "enlace-assistant",
+            "enlace-assistant --once '¿Qué tiempo hará mañana en Zaragoza?'",
+            "enlace-assistant serve",
+        ),
     )
     parser.add_argument("--once", metavar="PREGUNTA", help="hace una sola pregunta y termina")
     parser.add_argument(

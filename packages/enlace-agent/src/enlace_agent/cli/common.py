@@ -11,9 +11,36 @@ from collections.abc import Callable
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# The same words for --debug in every command's --help (tests/test_cli_help.py holds them to it).
+DEBUG_HELP = "registro detallado y trazas"
+
+
+def examples(*commands: str) -> str:
+    """The block every --help ends with: `ejemplo:` (or `ejemplos:`), one command a line."""
+    return ("ejemplos:" if len(commands) > 1 else "ejemplo:") + "".join(
+        f"\n  {command}" for command in commands
+    )
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps each line of prose as argparse does; lines that start with two spaces (the examples)
+    stay as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines: list[str] = []
+        for line in text.splitlines():
+            if line.startswith("  ") or not line:
+                lines.append(indent + line if line else "")
+            else:
+                lines.append(super()._fill_text(line, width, indent))
+        return "\n".join(lines)
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> Any:  # argparse exits 2 already; keep it
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")

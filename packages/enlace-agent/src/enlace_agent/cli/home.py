@@ -10,7 +10,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
+from enlace_agent.cli.common import (
+    DEBUG_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    Parser,
+    examples,
+    fail,
+    run_guarded,
+)
 
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
@@ -33,44 +41,79 @@ def build_parser() -> argparse.ArgumentParser:
         help="revisa el servidor: modelo, búsqueda, historial, disco y copias",
         description="Una línea por comprobación, con la solución cuando algo falla. Sale con "
         "código 1 si algo necesita a una persona.",
-        epilog="Ejemplo: enlace-assistant doctor",
+        epilog=examples("enlace-assistant doctor"),
     )
     service = commands.add_parser(
         "service",
         help="los servicios que arrancan con el equipo (systemd, del usuario)",
         description="Escribe, quita o muestra los servicios de systemd del usuario: "
         "enlace-model (llama-server) y enlace-web (la página, cuando el modelo ya responde).",
-        epilog="Ejemplos: enlace-assistant service install --dry-run · enlace-assistant service "
-        "install · enlace-assistant service status · enlace-assistant service remove",
+        epilog=examples(
+            "enlace-assistant service install --dry-run",
+            "enlace-assistant service install",
+            "enlace-assistant service status",
+            "enlace-assistant service remove",
+        ),
     )
     actions = service.add_subparsers(dest="action", required=True, parser_class=Parser)
-    s_install = actions.add_parser("install", help="escribe los servicios y los arranca")
+    s_install = actions.add_parser(
+        "install",
+        help="escribe los servicios y los arranca",
+        epilog=examples("enlace-assistant service install --dry-run"),
+    )
     s_install.add_argument("--dry-run", action="store_true", help="solo muestra los servicios")
     s_install.add_argument(
         "--no-start", action="store_true", help="los escribe sin llamar a systemctl"
     )
-    s_remove = actions.add_parser("remove", help="los para y los quita")
+    s_remove = actions.add_parser(
+        "remove", help="los para y los quita", epilog=examples("enlace-assistant service remove")
+    )
     s_remove.add_argument("--no-start", action="store_true", help="sin llamar a systemctl")
-    s_status = actions.add_parser("status", help="si están instalados y en marcha")
-    s_wait = actions.add_parser("wait", help="espera a que el servidor del modelo responda")
+    s_status = actions.add_parser(
+        "status",
+        help="si están instalados y en marcha",
+        epilog=examples("enlace-assistant service status"),
+    )
+    s_wait = actions.add_parser(
+        "wait",
+        help="espera a que el servidor del modelo responda",
+        epilog=examples("enlace-assistant service wait"),
+    )
     model = commands.add_parser(
         "model",
         help="las versiones del modelo: install, list, use, rollback",
         description="Instala ficheros GGUF como versiones, elige cuál sirve el servidor del "
         "modelo y vuelve a la anterior.",
-        epilog="Ejemplos: enlace-assistant model install enlace-chat-q8_0.gguf · "
-        "enlace-assistant model list · enlace-assistant model use NOMBRE · "
-        "enlace-assistant model rollback",
+        epilog=examples(
+            "enlace-assistant model install enlace-chat-q8_0.gguf",
+            "enlace-assistant model list",
+            "enlace-assistant model use NOMBRE",
+            "enlace-assistant model rollback",
+        ),
     )
     versions = model.add_subparsers(dest="action", required=True, parser_class=Parser)
-    m_install = versions.add_parser("install", help="copia un GGUF como nueva versión")
+    m_install = versions.add_parser(
+        "install",
+        help="copia un GGUF como nueva versión",
+        epilog=examples("enlace-assistant model install enlace-chat-q8_0.gguf --use"),
+    )
     m_install.add_argument("file", type=Path, metavar="FICHERO.gguf")
     m_install.add_argument("--name", metavar="NOMBRE", help="nombre de la versión")
     m_install.add_argument("--use", action="store_true", help="y pasa a usarla")
-    m_list = versions.add_parser("list", help="las versiones instaladas")
-    m_use = versions.add_parser("use", help="pasa a servir otra versión")
+    m_list = versions.add_parser(
+        "list", help="las versiones instaladas", epilog=examples("enlace-assistant model list")
+    )
+    m_use = versions.add_parser(
+        "use",
+        help="pasa a servir otra versión",
+        epilog=examples("enlace-assistant model use enlace-chat-v2"),
+    )
     m_use.add_argument("name", metavar="NOMBRE")
-    m_back = versions.add_parser("rollback", help="vuelve a la versión anterior")
+    m_back = versions.add_parser(
+        "rollback",
+        help="vuelve a la versión anterior",
+        epilog=examples("enlace-assistant model rollback"),
+    )
     for sub in (m_install, m_use, m_back):
         sub.add_argument(
             "--no-restart", action="store_true", help="no reinicia el servicio del modelo"
@@ -83,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 def add_common(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
     sub.add_argument("--env-file", type=Path, metavar="RUTA", help="fichero .env con las claves")
-    sub.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+    sub.add_argument("--debug", action="store_true", help=DEBUG_HELP)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from enlace_agent.cli.common import DEBUG_HELP
+
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
@@ -38,7 +40,7 @@ def add_assistant_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-stream", action="store_true", help="no mostrar la respuesta mientras se escribe"
     )
-    parser.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
 
 
 def setup_assistant(

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from enlace_agent.search.models import SearchResponse
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
+from enlace_agent.cli.common import (
+    DEBUG_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    Parser,
+    examples,
+    fail,
+    run_guarded,
+)
 
 KEY_ENV = "BRAVE_SEARCH_API_KEY"
 
@@ -30,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Códigos de salida: 0 respuesta (también sin resultados), 1 fallaron todos los "
             "proveedores, 2 uso o configuración incorrectos. La clave de Brave se lee de "
-            f"{KEY_ENV} (entorno, --env-file o $XDG_CONFIG_HOME/enlace/.env)."
+            f"{KEY_ENV} (entorno, --env-file o $XDG_CONFIG_HOME/enlace/.env).\n\n"
+            + examples(
+                "enlace-search tiempo en Zaragoza mañana",
+                "enlace-search --json --providers duckduckgo receta de tortilla",
+            )
         ),
     )
     parser.add_argument("query", nargs="+", help="lo que quieres buscar")
@@ -56,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUTA",
         help="fichero .env con las claves (por defecto $XDG_CONFIG_HOME/enlace/.env)",
     )
-    parser.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     return parser
 
 

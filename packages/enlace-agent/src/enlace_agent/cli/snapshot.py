@@ -11,23 +11,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, fail, run_guarded
+from enlace_agent.cli.common import (
+    DEBUG_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Parser,
+    examples,
+    fail,
+    run_guarded,
+)
 
 if TYPE_CHECKING:
     from enlace_agent.snapshot import Household, Snapshot
 
 NO_EXTRA = 'las copias del historial necesitan el extra «web»: pip install "enlace-agent[web]".'
-EXAMPLES = """ejemplos:
+EXAMPLES = """Antes de restaurar se hace una copia del estado actual, así que una restauración se deshace
+restaurando esa copia. Códigos de salida: 0 hecho, 1 falló (disco lleno, copia dañada al
+hacerla), 2 uso, configuración o copia rechazada.
+
+ejemplos:
   enlace-assistant snapshot create                  # una copia ahora (comprobada al hacerla)
   enlace-assistant snapshot create --to /media/usb  # en un disco externo
   enlace-assistant snapshot list
   enlace-assistant snapshot verify ~/.local/share/enlace/snapshots/enlace-snapshot-…tar.gz
   enlace-assistant snapshot restore enlace-snapshot-…tar.gz               # toda la casa
-  enlace-assistant snapshot restore enlace-snapshot-…tar.gz --person Ana  # solo Ana
-
-Antes de restaurar se hace una copia del estado actual, así que una restauración se deshace
-restaurando esa copia. Códigos de salida: 0 hecho, 1 falló (disco lleno, copia dañada al
-hacerla), 2 uso, configuración o copia rechazada."""
+  enlace-assistant snapshot restore enlace-snapshot-…tar.gz --person Ana  # solo Ana"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,11 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     create = commands.add_parser(
         "create",
         help="hace una copia y la comprueba",
-        epilog="Ejemplo: enlace-assistant snapshot create --to /media/usb",
+        epilog=examples("enlace-assistant snapshot create --to /media/usb"),
     )
     create.add_argument("--to", type=Path, metavar="CARPETA", help="dónde dejarla")
     listed = commands.add_parser(
-        "list", help="las copias guardadas", epilog="Ejemplo: enlace-assistant snapshot list"
+        "list", help="las copias guardadas", epilog=examples("enlace-assistant snapshot list")
     )
     listed.add_argument(
         "--in", dest="folder", type=Path, metavar="CARPETA", help="otra carpeta (la de --to)"
@@ -53,15 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser(
         "verify",
         help="comprueba una copia de arriba abajo",
-        epilog="Ejemplo: enlace-assistant snapshot verify enlace-snapshot-20261204T030000Z-daily.tar.gz",
+        epilog=examples(
+            "enlace-assistant snapshot verify enlace-snapshot-20261204T030000Z-daily.tar.gz"
+        ),
     )
     verify.add_argument("file", type=Path, metavar="FICHERO")
     restore = commands.add_parser(
         "restore",
         help="vuelve al estado de una copia",
-        epilog="Ejemplo: enlace-assistant snapshot restore "
-        "enlace-snapshot-20261204T030000Z-daily.tar.gz --person Ana (antes se hace una copia "
-        "del estado actual: la orden dice cómo deshacerlo).",
+        epilog="Antes se hace una copia del estado actual: la orden dice cómo deshacerlo.\n\n"
+        + examples(
+            "enlace-assistant snapshot restore enlace-snapshot-20261204T030000Z-daily.tar.gz "
+            "--person Ana"
+        ),
     )
     restore.add_argument("file", type=Path, metavar="FICHERO")
     restore.add_argument("--person", metavar="NOMBRE", help="solo las conversaciones de NOMBRE")
@@ -70,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--env-file", type=Path, metavar="RUTA", help="fichero .env (la contraseña)"
         )
-        sub.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+        sub.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     return parser
 
 

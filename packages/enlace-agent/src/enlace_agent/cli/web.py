@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, fail, run_guarded
+from enlace_agent.cli.common import (
+    DEBUG_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    Parser,
+    examples,
+    fail,
+    run_guarded,
+)
 from enlace_agent.cli.options import add_assistant_options, setup_assistant
 
 NO_EXTRA = (
@@ -31,14 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
         "(web.people) y dónde escucha.",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    serve = commands.add_parser("serve", help="sirve la página (127.0.0.1:8765 por defecto)")
+    serve = commands.add_parser(
+        "serve",
+        help="sirve la página (127.0.0.1:8765 por defecto)",
+        epilog=examples("enlace-assistant serve", "enlace-assistant serve --port 8080"),
+    )
     serve.add_argument("--host", metavar="DIRECCIÓN", help="dirección donde escuchar")
     serve.add_argument("--port", type=int, metavar="PUERTO", help="puerto donde escuchar")
     add_assistant_options(serve)
-    export = commands.add_parser("export-history", help="el historial de una persona en JSON")
+    export = commands.add_parser(
+        "export-history",
+        help="el historial de una persona en JSON",
+        epilog=examples("enlace-assistant export-history Ana --out ana.json"),
+    )
     export.add_argument("name", metavar="NOMBRE")
     export.add_argument("--out", type=Path, metavar="RUTA", help="fichero (por defecto, stdout)")
-    delete = commands.add_parser("delete-history", help="borra el historial de una persona")
+    delete = commands.add_parser(
+        "delete-history",
+        help="borra el historial de una persona",
+        epilog=examples("enlace-assistant delete-history Ana --yes"),
+    )
     delete.add_argument("name", metavar="NOMBRE")
     delete.add_argument("--yes", action="store_true", help="confirma el borrado")
     end = commands.add_parser(
@@ -48,12 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         "la página en marcha): tendrá que volver a entrar. Al cambiar su clave (token_env) sus "
         "sesiones ya se cierran solas al reiniciar la página; esto sirve, por ejemplo, para un "
         "móvil perdido. El historial no se toca.",
-        epilog="Ejemplo: enlace-assistant end-sessions Ana",
+        epilog=examples("enlace-assistant end-sessions Ana"),
     )
     end.add_argument("name", metavar="NOMBRE")
     for sub in (export, delete, end):
         sub.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
-        sub.add_argument("--debug", action="store_true", help="registro detallado y trazas")
+        sub.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     return parser
 
 

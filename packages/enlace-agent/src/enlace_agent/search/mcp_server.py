@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import Parser, fail, run_guarded
+from enlace_agent.cli.common import DEBUG_HELP, Parser, examples, fail, run_guarded
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -57,10 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="enlace-search-mcp",
         description="Servidor MCP (stdio) con la búsqueda privada de Enlace.",
+        epilog=examples("enlace-search-mcp --config ~/.config/enlace/search.yaml"),
     )
     parser.add_argument("--config", type=Path, metavar="RUTA", help="fichero search.yaml")
     parser.add_argument("--env-file", type=Path, metavar="RUTA", help="fichero .env con claves")
-    parser.add_argument("--debug", action="store_true", help="registro detallado")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     return parser
 
 
