@@ -58,10 +58,16 @@ if ! command -v uv >/dev/null 2>&1; then  # uv from the package registry, in a f
   [ -x "$data/uv/bin/uv" ] || { python3 -m venv "$data/uv" && "$data/uv/bin/pip" install -q uv; }
   PATH="$data/uv/bin:$PATH"
 fi
-before=$(uv pip freeze -q --python "$venv/bin/python" 2>/dev/null || true)
+installed() {  # what runs: the pinned versions and the bytes of Enlace's own modules (a pull that
+  # changes the code without a version bump is an upgrade too; the packages' cache-keys rebuild it)
+  uv pip freeze -q --python "$venv/bin/python" 2>/dev/null || true
+  find "$venv" -path '*/site-packages/enlace_*' -type f -name '*.py' -exec sha256sum {} + 2>/dev/null |
+    sort || true  # no venv yet: nothing installed
+}
+before=$(installed)
 UV_PROJECT_ENVIRONMENT="$venv" uv sync -q --frozen --package enlace-agent --extra web --no-dev \
   --no-editable
-after=$(uv pip freeze -q --python "$venv/bin/python")
+after=$(installed)
 if [ "$before" = "$after" ]; then say "enlace-agent: ya instalado en $venv"; else say "enlace-agent: instalado en $venv"; fi
 enlace=("$venv/bin/python" -m enlace_agent.cli.assistant)
 

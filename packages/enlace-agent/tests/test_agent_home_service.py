@@ -249,8 +249,18 @@ def test_install_script_in_a_throwaway_environment(
     tmp_path: Path, gguf: Callable[..., Path], home: dict[str, Any]
 ) -> None:
     """scripts/install-home-server.sh as the README shows it (the services through --dry-run),
-    in a fresh virtual environment and data folder, offline (uv's cache), then once more."""
-    root = Path(__file__).resolve().parents[3]
+    in a fresh virtual environment and data folder, offline (uv's cache), then once more, then
+    after a pull that changed the agent's code but not its version (an upgrade)."""
+    # a clone of the project's tracked files, so that its code can change like a `git pull`'s
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=Path(__file__).resolve().parents[3], capture_output=True
+    ).stdout.decode().split("\0")
+    root = tmp_path / "enlace"
+    for name in filter(None, tracked):
+        source = Path(__file__).resolve().parents[3] / name
+        if source.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name)
     fresh = tmp_path / "fresh"
     env = {
         "PATH": os.environ["PATH"],
@@ -318,7 +328,7 @@ def test_install_script_in_a_throwaway_environment(
         text=True,
         timeout=120,
     )
-    assert "✓ La búsqueda está configurada: duckduckgo." in doctor.stdout, doctor.stdout
+    assert "✓ La búsqueda está configurada: duckduckgo (todavía no ha" in doctor.stdout, doctor.stdout
     again = run().stdout
     for said in (
         "paquetes del sistema: ya están",
@@ -329,6 +339,22 @@ def test_install_script_in_a_throwaway_environment(
     ):  # the units' own "nada cambia" is test_install_is_idempotent_...'s (no --dry-run)
         assert said in again, again
     assert dict(line.split("=", 1) for line in (conf / ".env").read_text().splitlines()) == tokens
+    # a pull changes a message of the agent, not its version: installed again, and it is what runs
+    health = root / "packages" / "enlace-agent" / "src" / "enlace_agent" / "health.py"
+    health.write_text(
+        health.read_text(encoding="utf-8").replace("La búsqueda está configurada", "Búsqueda lista"),
+        encoding="utf-8",
+    )
+    upgraded = run().stdout
+    assert "enlace-agent: instalado en" in upgraded, upgraded
+    doctor = subprocess.run(
+        [str(fresh / "venv" / "bin" / "enlace-assistant"), "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "✓ Búsqueda lista: duckduckgo" in doctor.stdout, doctor.stdout
 
 
 def test_install_start_status_and_model_switch_call_systemctl(

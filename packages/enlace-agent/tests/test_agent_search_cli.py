@@ -301,9 +301,7 @@ def test_bad_yaml_config_exits_2(cli: Any, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("providers: [duckduckgo\n")
     proc = cli("hola", "--config", str(bad))
-    assert (
-        proc.returncode == 2 and "no es YAML válido" in proc.stderr and "línea 2" in proc.stderr
-    )
+    assert proc.returncode == 2 and "no es YAML válido" in proc.stderr and "línea 2" in proc.stderr
     bad.write_text("providers: [duckduckgo]\nunknown_knob: 1\n")
     proc = cli("hola", "--config", str(bad))
     assert proc.returncode == 2 and "unknown_knob" in proc.stderr

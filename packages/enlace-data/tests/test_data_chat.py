@@ -315,6 +315,8 @@ def _write_parquet(path: Path, records: list[dict[str, Any]]) -> None:
 def _as_hub_row(conv: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"messages": conv["messages"]}
     row["tools"] = json.dumps(conv["tools"], ensure_ascii=False) if conv.get("tools") else None
+    # a struct column, null where a conversation has nothing to check (as the hub's exports write it)
+    row["expect"] = conv.get("expect")
     return row
 
 

@@ -42,4 +42,11 @@ def test_checkpoints_from_before_the_new_keys_still_resume():
         "hardware": {"dtype": "float16", "compute_capability": [7, 5], "allow_other_board": False},
     }
     allowed = check_resume_allowed(saved, now, {}, checkpoint=Path("ckpt"), step=3)
-    assert len(allowed) == 4
+    # keys at their schema default are no change at all; the others are allowed and named
+    assert allowed == [
+        "data.eval_text_files: None -> ['x.txt']",
+        "hardware.compute_capability: None -> [7, 5]",
+    ]
+    now["data"]["eval_text_stride"] = 64
+    allowed = check_resume_allowed(saved, now, {}, checkpoint=Path("ckpt"), step=3)
+    assert "data.eval_text_stride: None -> 64" in allowed and len(allowed) == 3
