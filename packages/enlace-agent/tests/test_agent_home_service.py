@@ -252,9 +252,13 @@ def test_install_script_in_a_throwaway_environment(
     in a fresh virtual environment and data folder, offline (uv's cache), then once more, then
     after a pull that changed the agent's code but not its version (an upgrade)."""
     # a clone of the project's tracked files, so that its code can change like a `git pull`'s
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=Path(__file__).resolve().parents[3], capture_output=True
-    ).stdout.decode().split("\0")
+    tracked = (
+        subprocess.run(
+            ["git", "ls-files", "-z"], cwd=Path(__file__).resolve().parents[3], capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     root = tmp_path / "enlace"
     for name in filter(None, tracked):
         source = Path(__file__).resolve().parents[3] / name
@@ -328,7 +332,9 @@ def test_install_script_in_a_throwaway_environment(
         text=True,
         timeout=120,
     )
-    assert "✓ La búsqueda está configurada: duckduckgo (todavía no ha" in doctor.stdout, doctor.stdout
+    assert "✓ La búsqueda está configurada: duckduckgo (todavía no ha" in doctor.stdout, (
+        doctor.stdout
+    )
     again = run().stdout
     for said in (
         "paquetes del sistema: ya están",
@@ -342,7 +348,9 @@ def test_install_script_in_a_throwaway_environment(
     # a pull changes a message of the agent, not its version: installed again, and it is what runs
     health = root / "packages" / "enlace-agent" / "src" / "enlace_agent" / "health.py"
     health.write_text(
-        health.read_text(encoding="utf-8").replace("La búsqueda está configurada", "Búsqueda lista"),
+        health.read_text(encoding="utf-8").replace(
+            "La búsqueda está configurada", "Búsqueda lista"
+        ),
         encoding="utf-8",
     )
     upgraded = run().stdout
