@@ -81,13 +81,14 @@ def test_developer_cli_helps_end_with_an_example_and_share_the_debug_words(prog:
 
 
 def test_family_cli_helps_end_with_an_example_and_share_the_debug_words() -> None:
-    from enlace_agent.cli import assistant, home, search, snapshot, web
+    from enlace_agent.cli import assistant, home, memory, search, snapshot, web
 
     argvs: list[tuple[list[str], bool]] = [([], True)]  # the chat itself
     argvs += list(helps(web.build_parser(), []))[1:]
     argvs += list(helps(snapshot.build_parser(), ["snapshot"]))
     argvs += list(helps(home.build_parser(), []))[1:]
-    dispatched = {*assistant.WEB_COMMANDS, "snapshot", *assistant.HOME_COMMANDS}
+    argvs += list(helps(memory.build_parser(), ["memory"]))
+    dispatched = {*assistant.WEB_COMMANDS, "snapshot", "memory", *assistant.HOME_COMMANDS}
     assert {argv[0] for argv, _ in argvs if argv} == dispatched
     for argv, runs in argvs:
         text = help_text(assistant.main, argv)

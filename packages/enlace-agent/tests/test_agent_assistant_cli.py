@@ -87,18 +87,24 @@ def test_json_lists_the_tool_calls_and_their_providers(
 def test_tools_json_prints_the_specs_the_model_is_offered(
     chat: Any, model_server: Any, setup_files: Path, clean_env: dict[str, str]
 ) -> None:
-    """What `enlace-data chat builtin --tools` trains on: the exact specs of every request."""
+    """What `enlace-data chat builtin --tools` trains on: the exact specs of every request (one
+    compact line: every byte is in the model's context), from the tool registry."""
+    from enlace_agent.memory.tools import FORGET_SPEC, REMEMBER_SPEC
     from enlace_agent.search.tool import SEARCH_TOOL
 
     code, out, _ = chat("--config", str(setup_files), "--tools-json")
-    assert code == 0 and json.loads(out) == [SEARCH_TOOL]
+    assert code == 0 and json.loads(out) == [SEARCH_TOOL, REMEMBER_SPEC, FORGET_SPEC]
+    assert out == json.dumps(json.loads(out), ensure_ascii=False, separators=(",", ":")) + "\n"
     # The defaults (Brave as fallback, no key set): listing the specs needs no search key.
     assert chat("--tools-json") == (0, out, "")
     assert chat("--tools-json", "--max-tool-rounds", "0")[1] == "[]\n"
     assert model_server.bodies == []  # no model is asked
-    model_server.script = [model_server.say("Hola.")]
-    assert chat("--config", str(setup_files), "--once", "Hola")[0] == 0
+    model_server.script = [model_server.say("Hola."), model_server.say("Hola.")]
+    assert chat("--config", str(setup_files), "--once", "Hola", "--person", "Ana")[0] == 0
     assert model_server.bodies[0]["tools"] == json.loads(out)
+    # Without a person there is no memory to offer: only the search.
+    assert chat("--config", str(setup_files), "--once", "Hola")[0] == 0
+    assert model_server.bodies[1]["tools"] == [SEARCH_TOOL]
 
 
 def test_a_conversation_keeps_its_history(

@@ -23,7 +23,7 @@ import httpx
 from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.search.chain import SearchChain
-from enlace_agent.search.models import as_array, as_object, loads_object
+from enlace_agent.shared import as_array, as_object, loads_object
 from enlace_agent.web.store import SCHEMA_VERSION
 
 Status = Literal["ok", "warn", "fail"]

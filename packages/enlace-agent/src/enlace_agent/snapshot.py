@@ -615,7 +615,7 @@ def _read_members(
 
 
 def _parse_manifest(path: Path, body: bytes) -> dict[str, Any]:
-    from enlace_agent.search.models import loads_json  # the agent's one JSON reader
+    from enlace_agent.shared import loads_json  # the agent's one JSON reader
 
     try:
         manifest = loads_json(body)  # deep nesting too
@@ -682,7 +682,7 @@ def _created_of(path: Path) -> tuple[dt.datetime, str] | None:
 
 
 def _describe(path: Path) -> Snapshot:
-    from enlace_agent.search.models import loads_json  # the agent's one JSON reader
+    from enlace_agent.shared import loads_json  # the agent's one JSON reader
 
     created, kind = _created_of(path) or (dt.datetime.fromtimestamp(0, dt.UTC), "manual")
     size = path.stat().st_size
@@ -779,8 +779,12 @@ def restore(h: Household, path: Path, person: str | None = None) -> Restored:
 
 
 def _person_rows(db: sqlite3.Connection, person: str) -> int:
-    query = "SELECT COUNT(*) FROM conversations WHERE person = ?"
-    return db.execute(query, (person,)).fetchone()[0]
+    """The person's conversations and personal memories in a (migrated) copy."""
+    query = (
+        "SELECT (SELECT COUNT(*) FROM conversations WHERE person = ?) + "
+        "(SELECT COUNT(*) FROM memories WHERE person = ?)"
+    )
+    return db.execute(query, (person, person)).fetchone()[0]
 
 
 def _replace_all(restored: Path, live: Path, timeout_s: float) -> None:

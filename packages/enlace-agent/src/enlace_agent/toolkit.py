@@ -26,10 +26,15 @@ class Source:
 
 @dataclass(frozen=True)
 class ToolResult:
+    """`content` goes to the model; `notice`, when set, is a line for the person (the page shows
+    it under the answer, the terminal chat on stderr): without one, a failed call shows its
+    registry line (`enlace_agent.tools`)."""
+
     content: str
     sources: tuple[Source, ...] = field(default=())
     error: bool = False
     provider: str | None = None
+    notice: str | None = None
 
 
 class Tool(Protocol):
@@ -63,7 +68,7 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """`text` as one short line for a message or a log (a model may send megabytes, or a
     terminal's escape sequences): control characters and runs of white space become one space,
     and past `limit` characters it is cut, saying how long it was."""
-    from enlace_agent.search.models import one_line
+    from enlace_agent.shared import one_line
 
     line = one_line(text[: limit + 1])
     return f"{line[:limit]}… ({len(text)} caracteres)" if len(text) > limit else line
@@ -82,7 +87,7 @@ def parse_arguments(model: type[M], arguments: str | Mapping[str, Any]) -> M:
     """`arguments` (the JSON text a model emits, or a mapping) checked by `model`, else
     `BadArguments` with one Spanish sentence per problem."""
     if isinstance(arguments, str):
-        from enlace_agent.search.models import loads_json
+        from enlace_agent.shared import loads_json
 
         try:
             arguments = loads_json(arguments or "{}")

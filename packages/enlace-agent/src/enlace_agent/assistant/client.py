@@ -22,8 +22,7 @@ from typing import Any
 import httpx
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent.search.models import Secret, as_array, as_object, loads_object, redact
-from enlace_agent.search.transport import Watchdog
+from enlace_agent.shared import Secret, Watchdog, as_array, as_object, loads_object, redact
 
 OUT_OF_TIME = "the time budget ran out while the model was answering"
 

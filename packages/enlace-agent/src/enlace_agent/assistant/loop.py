@@ -16,14 +16,18 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.assistant.client import AnswerTooLong, BudgetExceeded, ChatClient, ToolCall
-from enlace_agent.assistant.prompt import system_prompt
+from enlace_agent.assistant.prompt import memory_block, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
 from enlace_agent.toolkit import Source, Tool, ToolResult, preview, tool_name
+from enlace_agent.tools import ToolContext, failed_line, registry, status_line
+
+if TYPE_CHECKING:
+    from enlace_agent.memory import Memory, MemoryView
 
 log = logging.getLogger("enlace_agent.assistant")
 # One line per tool call (name, outcome, provider, milliseconds): never its arguments or result.
@@ -34,8 +38,6 @@ Message = dict[str, Any]
 NOTE_ROUNDS = "(He llegado al límite de búsquedas para esta pregunta; respondo con lo que tengo.)"
 NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
 NOTE_LENGTH = "(La respuesta era demasiado larga y se ha cortado.)"
-# What the person is told when a tool call fails (the page and the CLI; the log says why).
-NOTE_SEARCH_FAILED = "La búsqueda en internet ha fallado: la respuesta puede no estar al día."
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class ToolCallStarted:
     arguments: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "tool_call", **asdict(self)}
+        """With `status`, the registry's line for the person while it runs."""
+        return {"type": "tool_call", **asdict(self), "status": status_line(self.name)}
 
 
 @dataclass(frozen=True)
@@ -64,18 +67,13 @@ class ToolCallFinished:
     provider: str | None
     sources: tuple[Source, ...]
     error: str | None = None
-
-    @property
-    def notice(self) -> str | None:
-        """The line for the person (None when the call worked)."""
-        return None if self.ok else NOTE_SEARCH_FAILED
+    notice: str | None = None  # the line for the person (a failed call always has one)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": "tool_result",
             **asdict(self),
             "sources": [s.to_dict() for s in self.sources],
-            "notice": self.notice,
         }
 
 
@@ -89,12 +87,14 @@ class TurnEnd:
     tool_rounds: int
     stopped: str | None = None  # "max_tool_rounds" | "time_budget" | "max_answer_chars"
     elapsed_s: float = field(default=0.0)
+    memories: tuple[Memory, ...] = ()  # the memories the answer used («Recordé»)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": "end",
             "text": self.text,
             "sources": [s.to_dict() for s in self.sources],
+            "memories": [m.brief() for m in self.memories],
             "tool_rounds": self.tool_rounds,
             "stopped": self.stopped,
             "elapsed_s": round(self.elapsed_s, 3),
@@ -110,8 +110,12 @@ class _Turn:
 
     messages: list[Message]
     started: float
+    tools: dict[str, Tool]
     sources: list[Source] = field(default_factory=lambda: [])
     rounds: int = 0
+    memory: MemoryView | None = None  # the person's, when active in this turn
+    recalled: list[Memory] = field(default_factory=lambda: [])  # numbered in the prompt
+    question: str = ""
 
 
 class Assistant:
@@ -128,16 +132,33 @@ class Assistant:
         self.config = config
         self.today = today
 
-    def turn(self, history: Sequence[Mapping[str, Any]], user_text: str) -> Iterator[Event]:
+    def turn(
+        self,
+        history: Sequence[Mapping[str, Any]],
+        user_text: str,
+        *,
+        memory: MemoryView | None = None,
+    ) -> Iterator[Event]:
+        """One turn; with `memory` (one person's, not paused) its memories enter the prompt,
+        the personal tools of the registry (`recordar`, `olvidar`) are offered, and `TurnEnd`
+        says which memories the answer used."""
         state = _Turn(
-            [*map(dict, history), {"role": "user", "content": user_text}], time.monotonic()
+            [*map(dict, history), {"role": "user", "content": user_text}],
+            time.monotonic(),
+            dict(self.tools),
+            question=user_text,
         )
         deadline = state.started + self.config.time_budget_s
-        system = {
-            "role": "system",
-            "content": system_prompt(self.config.system_prompt, self.today()),
-        }
-        specs = [t.spec for t in self.tools.values()]
+        content = system_prompt(self.config.system_prompt, self.today())
+        if memory is not None and memory.active():
+            state.memory, state.recalled = memory, memory.recall(user_text)
+            content += "\n\n" + memory_block(memory.person, state.recalled)
+            if self.config.max_tool_rounds:
+                context = ToolContext(memory=memory, numbered=state.recalled)
+                personal = [e.make(context) for e in registry() if e.personal]
+                state.tools.update({tool_name(t): t for t in personal})
+        system = {"role": "system", "content": content}
+        specs = [t.spec for t in state.tools.values()]
         while True:
             offer = specs if state.rounds < self.config.max_tool_rounds else None
             structured: tuple[ToolCall, ...] = ()
@@ -190,7 +211,7 @@ class Assistant:
             else:
                 yield ToolCallStarted(call.id, call.name, call.arguments)
                 started = time.monotonic()
-                result = self._run(call)
+                result = self._run(state, call)
                 tools_log.info(
                     "%s %s via %s in %.0f ms",
                     preview(call.name),
@@ -206,6 +227,7 @@ class Assistant:
                     result.provider,
                     result.sources,
                     result.content if result.error else None,
+                    result.notice or (failed_line(call.name) if result.error else None),
                 )
             state.messages.append(
                 {
@@ -216,13 +238,13 @@ class Assistant:
                 }
             )
 
-    def _run(self, call: ToolCall) -> ToolResult:
+    def _run(self, state: _Turn, call: ToolCall) -> ToolResult:
         """Run one call; every problem becomes an error result for the model, never a crash."""
         if call.problem is not None:
             return ToolResult(f"Error: {call.problem}", error=True)
-        tool = self.tools.get(call.name)
+        tool = state.tools.get(call.name)
         if tool is None:
-            known = ", ".join(self.tools) or "ninguna"
+            known = ", ".join(state.tools) or "ninguna"
             return ToolResult(
                 f"Error: la herramienta «{preview(call.name)}» no existe. Herramientas "
                 f"disponibles: {known}.",
@@ -247,6 +269,9 @@ class Assistant:
             yield TextDelta(lead + note)
         text = "".join(parts).strip()
         state.messages.append({"role": "assistant", "content": text})
+        used: list[Memory] = []
+        if state.memory is not None:
+            used = state.memory.used(state.recalled, state.question, text)
         yield TurnEnd(
             text=text,
             sources=cited_sources(text, state.sources),
@@ -254,6 +279,7 @@ class Assistant:
             tool_rounds=state.rounds,
             stopped=stopped,
             elapsed_s=time.monotonic() - state.started,
+            memories=tuple(used),
         )
 
 

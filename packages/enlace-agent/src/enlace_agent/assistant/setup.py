@@ -12,10 +12,11 @@ from enlace_config.schema.agent import AssistantConfig
 from enlace_agent.assistant.client import ChatClient
 from enlace_agent.assistant.loop import Assistant
 from enlace_agent.search.chain import SearchChain
-from enlace_agent.search.models import Secret
 from enlace_agent.search.settings import load_config as load_search_config
-from enlace_agent.search.tool import SearchTool
 from enlace_agent.settings import load_settings
+from enlace_agent.shared import Secret
+from enlace_agent.toolkit import Tool
+from enlace_agent.tools import ToolContext, registry
 
 # Defaults, then the user's `assistant.yaml` (or a path), then overrides.
 load_config = partial(load_settings, AssistantConfig, "assistant.yaml")
@@ -37,15 +38,17 @@ def assistant_tools(
     *,
     chain: SearchChain | None = None,
     build_chain: bool = True,
-) -> list[SearchTool]:
-    """The tools the model is offered: the search tool, unless `max_tool_rounds` is 0. With
-    `build_chain` the search chain is built now, so a missing search key fails at start-up, not
-    mid-conversation; without it (to list the specs) no key is read."""
+) -> list[Tool]:
+    """The tools every turn offers, from the registry (`enlace_agent.tools`): all but the
+    personal ones (`recordar`, `olvidar`, made for each person's turn), none when
+    `max_tool_rounds` is 0. With `build_chain` the search chain is built now, so a missing search
+    key fails at start-up, not mid-conversation; without it (to list the specs) no key is read."""
     if config.max_tool_rounds == 0:
         return []
     if chain is None and build_chain:
         chain = SearchChain(load_search_config(search_file(config), environ=env), env=env)
-    return [SearchTool(chain)]
+    context = ToolContext(chain=chain)
+    return [e.make(context) for e in registry() if e.offered(config) and not e.personal]
 
 
 def build_assistant(

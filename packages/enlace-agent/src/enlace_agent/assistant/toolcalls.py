@@ -12,7 +12,7 @@ blocks it holds back become `ToolCall`s (with a Spanish `problem` when one canno
 from __future__ import annotations
 
 from enlace_agent.assistant.client import ToolCall
-from enlace_agent.search.models import loads_object
+from enlace_agent.shared import loads_object
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 

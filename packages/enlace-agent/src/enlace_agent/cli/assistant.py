@@ -16,6 +16,7 @@ from enlace_agent.cli.options import add_assistant_options, setup_assistant
 
 if TYPE_CHECKING:
     from enlace_agent.assistant import Assistant, ModelError
+    from enlace_agent.memory import MemoryView
 
 
 WEB_COMMANDS = ("serve", "export-history", "delete-history", "end-sessions")
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "opciones); export-history y delete-history NOMBRE para el historial de una persona, "
         "end-sessions NOMBRE para cerrar sus sesiones; "
         "snapshot (create, list, verify, restore) para las copias de seguridad; "
+        "memory (list, add, forget, export, import, pause, resume) para lo que Enlace recuerda; "
         "doctor, service y model para el servidor doméstico. "
         "La configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
@@ -56,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="escribe las herramientas que se ofrecen al modelo (JSON, formato OpenAI) y termina; "
         "`enlace-data chat builtin DIR --tools FICHERO` entrena con ellas",
     )
+    parser.add_argument(
+        "--person",
+        metavar="NOMBRE",
+        help="habla como esa persona: Enlace usa sus recuerdos y los de la familia (los de la "
+        "página) y puede recordar y olvidar",
+    )
     add_assistant_options(parser)
     return parser
 
@@ -72,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from enlace_agent.cli.snapshot import main as snapshot_main
 
         return snapshot_main(args[1:])
+    if args and args[0] == "memory":
+        from enlace_agent.cli.memory import main as memory_main
+
+        return memory_main(args[1:])
     if args and args[0] in HOME_COMMANDS:
         from enlace_agent.cli.home import main as home_main
 
@@ -87,9 +99,21 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     built = setup_assistant(args, secrets)
     if isinstance(built, str):
         return fail(built)
-    assistant = built[0]
+    assistant, env = built
+    memory = None
+    if args.person is not None:
+        from enlace_agent.cli.memory import open_memories, unknown_person
+
+        if (problem := unknown_person(assistant.config, args.person)) is not None:
+            return fail(problem)
+        memories = open_memories(assistant.config, env, secrets)
+        if isinstance(memories, str):
+            return fail(memories)
+        from enlace_agent.memory import MemoryView
+
+        memory = MemoryView(memories, args.person, source="cli")
     if args.once is not None:
-        return _ask(assistant, [], args.once, args.json, secrets)[0]
+        return _ask(assistant, [], args.once, args.json, secrets, memory)[0]
     sys.stderr.write(
         "Enlace, el asistente familiar. Escribe tu pregunta («salir» para terminar).\n"
     )
@@ -104,22 +128,22 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         if question.lower() in QUIT:
             return EXIT_OK
         if question:
-            history = _ask(assistant, history, question, args.json, secrets)[1]
+            history = _ask(assistant, history, question, args.json, secrets, memory)[1]
 
 
 def _print_tools(args: argparse.Namespace) -> int:
     """The specs every request offers, without a model server or a search key."""
     from enlace_agent.assistant import load_config
-    from enlace_agent.assistant.setup import assistant_tools
-    from enlace_agent.settings import SettingsError, load_env
+    from enlace_agent.settings import SettingsError
+    from enlace_agent.tools import offered_specs
 
     try:
-        env = load_env(args.env_file)
         config = load_config(args.config, overrides={"max_tool_rounds": args.max_tool_rounds})
     except SettingsError as exc:
         return fail(f"configuración no válida.\n{exc}")
-    specs = [tool.spec for tool in assistant_tools(config, env, build_chain=False)]
-    sys.stdout.write(json.dumps(specs, ensure_ascii=False, indent=2) + "\n")
+    # Compact: every byte of it is in the model's context.
+    specs = json.dumps(offered_specs(config), ensure_ascii=False, separators=(",", ":"))
+    sys.stdout.write(specs + "\n")
     return EXIT_OK
 
 
@@ -129,6 +153,7 @@ def _ask(
     question: str,
     as_json: bool,
     secrets: list[str],
+    memory: MemoryView | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """One turn, printed (text as it comes, or one JSON object at the end); returns the exit code
     and the history for the next turn."""
@@ -139,7 +164,7 @@ def _ask(
         ToolCallStarted,
         TurnEnd,
     )
-    from enlace_agent.search.models import redact
+    from enlace_agent.shared import redact
     from enlace_agent.toolkit import preview
 
     def write(text: str) -> None:
@@ -149,7 +174,7 @@ def _ask(
     calls: dict[str, dict[str, Any]] = {}
     prefix = "Enlace: "
     try:
-        for event in assistant.turn(history, question):
+        for event in assistant.turn(history, question, memory=memory):
             data = {k: v for k, v in event.to_dict().items() if k != "type"}
             if isinstance(event, ToolCallStarted):
                 calls[event.id] = data
@@ -177,7 +202,9 @@ def _ask(
                         f"  {i}. {s.title} — {s.url} (vía {s.provider})\n"
                         for i, s in enumerate(event.sources, 1)
                     ]
+                    used = "".join(f"  · {m.text}\n" for m in event.memories)
                     write("\n" + ("\nFuentes:\n" + "".join(sources) if sources else ""))
+                    write("\nRecordé:\n" + used if used else "")
                 if event.stopped in CUT_SHORT:  # an answer, but not a whole one: exit 1, and why
                     fail(redact(_explain_cut(event.stopped, assistant), secrets), EXIT_FAILED)
                     return EXIT_FAILED, list(event.messages)
@@ -210,7 +237,7 @@ def _explain_cut(stopped: str, assistant: Assistant) -> str:
 
 def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[str]) -> str:
     from enlace_agent.assistant import ModelNotFound, ModelRefused, ModelTimeout, ModelUnavailable
-    from enlace_agent.search.models import redact
+    from enlace_agent.shared import redact
 
     config = assistant.config
     if isinstance(exc, ModelUnavailable):

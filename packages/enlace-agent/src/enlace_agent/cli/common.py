@@ -54,7 +54,7 @@ class RedactingFilter(logging.Filter):
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from enlace_agent.search.models import redact
+        from enlace_agent.shared import redact
 
         if self.secrets:
             record.msg = redact(record.getMessage(), self.secrets)

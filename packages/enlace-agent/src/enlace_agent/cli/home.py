@@ -175,7 +175,7 @@ def database_path(config: AssistantConfig, env: Mapping[str, str]) -> Path:
 
 def _doctor(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.health import needs_person, run_checks
-    from enlace_agent.search.models import redact
+    from enlace_agent.shared import redact
 
     settings = _settings(args)
     if isinstance(settings, str):

@@ -54,8 +54,8 @@ def setup_assistant(
     from enlace_agent.assistant.setup import search_file
     from enlace_agent.cli.search import KEY_ENV, missing_key_message, only_duckduckgo_in
     from enlace_agent.search.errors import MissingCredential
-    from enlace_agent.search.models import redact
     from enlace_agent.settings import InvalidOptions, SettingsError, load_env, settings_file
+    from enlace_agent.shared import redact
 
     overrides: dict[str, Any] = {
         "base_url": args.base_url,

@@ -3,15 +3,22 @@ package README), and the small value types and helpers the providers share."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import SecretStr
-
 from enlace_agent.search.errors import ProviderError
+
+# The agent-wide helpers (enlace_agent.shared), still importable from here.
+from enlace_agent.shared import REDACTED as REDACTED
+from enlace_agent.shared import Secret as Secret
+from enlace_agent.shared import as_array as as_array
+from enlace_agent.shared import as_object as as_object
+from enlace_agent.shared import loads_json as loads_json
+from enlace_agent.shared import loads_object as loads_object
+from enlace_agent.shared import one_line as one_line
+from enlace_agent.shared import redact as redact
 
 
 @dataclass(frozen=True)
@@ -68,30 +75,6 @@ class SearchResponse:
         }
 
 
-Secret = SecretStr  # a credential that does not print itself (repr and str show only stars)
-
-
-REDACTED = "[REDACTED]"
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret in `text` (also its URL-encoded form) by a fixed marker."""
-    from urllib.parse import quote, quote_plus
-
-    for secret in secrets:
-        if len(secret) < 4:  # too short to search for without mangling the text
-            continue
-        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-            text = text.replace(form, REDACTED)
-    return text
-
-
-def one_line(text: str) -> str:
-    """`text` as plain text on one line: control and other unprintable characters (a terminal's
-    escape sequences, bidirectional overrides) and runs of white space become one space."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
-
-
 def is_http_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
@@ -118,36 +101,3 @@ def finalize(
         if max_results is not None and len(results) >= max_results:
             break
     return results
-
-
-def as_object(value: object) -> dict[str, Any] | None:
-    """`value` as a JSON object (str keys), or None when it is not one."""
-    if isinstance(value, dict):
-        return cast("dict[str, Any]", value)
-    return None
-
-
-def loads_json(text: str | bytes | bytearray) -> Any:
-    """The JSON value `text` holds; ValueError when it is not JSON (UnicodeDecodeError included)
-    or nested too deeply for Python's reader (RecursionError, which is no ValueError: ~1,000
-    levels, 2,000 characters, fit in any answer, argument or request body). Every JSON reader of
-    the agent reads through here."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
-
-
-def loads_object(text: str | bytes | bytearray) -> dict[str, Any] | None:
-    """The JSON object `text` holds, or None when it is not JSON or not an object."""
-    try:
-        return as_object(loads_json(text))
-    except ValueError:  # UnicodeDecodeError included
-        return None
-
-
-def as_array(value: object) -> list[Any] | None:
-    """`value` as a JSON array, or None when it is not one."""
-    if isinstance(value, list):
-        return cast("list[Any]", value)
-    return None

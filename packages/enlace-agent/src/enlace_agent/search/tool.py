@@ -14,6 +14,7 @@ from enlace_agent.search.errors import AllProvidersFailed, QueryError, SearchCon
 from enlace_agent.search.models import SearchResponse
 from enlace_agent.search.settings import load_config, load_env
 from enlace_agent.toolkit import BadArguments, Source, ToolResult, function_spec, parse_arguments
+from enlace_agent.tools import ToolEntry
 
 TOOL_NAME = "buscar_en_internet"
 MAX_TOOL_RESULTS = 10
@@ -98,6 +99,16 @@ class SearchTool:
             return ToolResult("Error: la búsqueda no está bien configurada.", error=True)
         sources = tuple(Source(r.title, r.url, r.provider) for r in response.results)
         return ToolResult(format_for_model(response), sources=sources, provider=response.provider)
+
+
+# Its line in the registry (`enlace_agent.tools`).
+SEARCH = ToolEntry(
+    TOOL_NAME,
+    SEARCH_TOOL,
+    status="Buscando en internet…",
+    failed="La búsqueda en internet ha fallado: la respuesta puede no estar al día.",
+    make=lambda context: SearchTool(context.chain),
+)
 
 
 def run_search_tool(arguments: Mapping[str, Any] | str, *, chain: SearchChain | None = None) -> str:

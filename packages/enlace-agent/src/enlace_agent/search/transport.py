@@ -9,15 +9,11 @@ carrying a secret is never sent to another origin.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 if "httpx" not in sys.modules:
     # httpx's __init__ imports its command-line client (click, rich, pygments) whenever those happen
@@ -29,7 +25,8 @@ import httpx
 from enlace_config.schema.agent import HttpConfig
 
 from enlace_agent.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
-from enlace_agent.search.models import redact
+from enlace_agent.shared import Watchdog as Watchdog  # still importable from here
+from enlace_agent.shared import redact
 
 log = logging.getLogger("enlace_agent.search")
 
@@ -43,47 +40,6 @@ class HttpResponse:
 
     def text(self) -> str:
         return self.body.decode(self.encoding, errors="replace")
-
-
-class Watchdog:
-    """Shuts the current connection's socket down when the deadline passes."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.fired = False
-        self._lock = threading.Lock()
-        self._stream: Any = None
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
-        self._timer.daemon = True
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        # httpcore reports the network stream it opened (and the TLS one that replaces it).
-        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            with self._lock:
-                self._stream = info.get("return_value")
-                if self.fired:
-                    self._shutdown()
-
-    def _shutdown(self) -> None:
-        stream = self._stream
-        if stream is None:
-            return
-        with contextlib.suppress(Exception):
-            sock = stream.get_extra_info("socket")
-            if isinstance(sock, socket.socket):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            self._shutdown()
-
-    def __enter__(self) -> Watchdog:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:

@@ -34,8 +34,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
+from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configured_secrets
 from enlace_agent.model_versions import recently_switched, serving_label
-from enlace_agent.search.models import loads_json
+from enlace_agent.shared import loads_json
 from enlace_agent.toolkit import preview
 from enlace_agent.web.live import EventDict, LiveTurns
 from enlace_agent.web.store import Session, Store, StoreBusy
@@ -115,9 +116,12 @@ class WebApp:
     env: Mapping[str, str] = field(default_factory=lambda: {})  # for the health checks
     # person -> the fingerprint of their token, which each of their sessions must carry
     fingerprints: dict[str, str] = field(init=False)
+    memories: MemoryStore = field(init=False)  # in the history file; never another's
 
     def __post_init__(self) -> None:
         self.fingerprints = {n: self.store.fingerprint(t) for n, t in self.tokens.items()}
+        secrets = configured_secrets(self.assistant.config, self.env)
+        self.memories = MemoryStore(self.store, self.assistant.config.memory, secrets)
 
     async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A store call, in a thread (SQLite blocks: never on the event loop); a history file
@@ -201,12 +205,16 @@ class WebApp:
     ) -> Iterator[EventDict]:
         history = self.store.history(person, conversation_id)
         model = serving_label(self.assistant.config, self.env)  # which model wrote the answer
+        memory = MemoryView(self.memories, person, conversation_id)
         try:
-            for event in self.assistant.turn(history, question):
+            for event in self.assistant.turn(history, question, memory=memory):
                 if isinstance(event, TurnEnd):
                     sources = [s.to_dict() for s in event.sources]
                     answer = ("assistant", event.text, sources, event.messages)
-                    self.store.finish_answer(person, conversation_id, row, *answer, model=model)
+                    used = [m.brief() for m in event.memories]
+                    self.store.finish_answer(
+                        person, conversation_id, row, *answer, model=model, memories=used
+                    )
                     yield {**event.to_dict(), "model": model}
                     continue
                 yield event.to_dict()
@@ -323,6 +331,7 @@ async def me(web: WebApp, request: Request) -> Response:
             "csrf": session.csrf,
             "max_message_chars": web.config.max_message_chars,
             "stall_timeout_s": web.config.stall_timeout_s,
+            "memory": web.assistant.config.memory.enabled,
         }
     )
 
@@ -409,6 +418,94 @@ async def events(web: WebApp, request: Request) -> Response:
             yield sse(event if event is not None else {"type": "ping"})
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+# ---------------------------------------------------------------- «Lo que Enlace recuerda»
+FORGET_ALL_WORD = "BORRAR"  # typed by the person to confirm forgetting all their memories
+NO_MEMORY = "Esa memoria no existe."
+MEMORY_OFF = "La memoria de Enlace está desactivada en este servidor (memory.enabled)."
+
+
+async def memory_session(web: WebApp, request: Request, *, write: bool) -> Session:
+    session = await web.session(request)
+    if write:
+        web.check_write(request, session)
+    if not web.assistant.config.memory.enabled:
+        raise HttpError(404, MEMORY_OFF)
+    return session
+
+
+def memory_id(request: Request) -> int:
+    raw = request.path_params["mid"]
+    if not raw.isdigit() or len(raw) > 18:
+        raise HttpError(404, NO_MEMORY)
+    return int(raw)
+
+
+async def list_memories(web: WebApp, request: Request) -> Response:
+    """The person's memories and the household's (never another's), with the pause state."""
+    person = (await memory_session(web, request, write=False)).person
+    found = await web.db(web.memories.list, person)
+    titles = await web.db(web.memories.titles, person, found)
+    listed = [
+        {**m.to_dict(), "conversation_title": titles.get(m.conversation_id or "")} for m in found
+    ]
+    paused = await web.db(web.memories.paused, person)
+    return JSONResponse({"paused": paused, "memories": listed})
+
+
+async def add_memory(web: WebApp, request: Request) -> Response:
+    """POST {text, scope}: a memory written by the person (refused in Spanish: a secret, too
+    long, empty, or while paused)."""
+    person = (await memory_session(web, request, write=True)).person
+    data = await web.read_json(request)
+    scope = data.get("scope", "personal")
+    try:
+        memory, new = await web.db(
+            web.memories.add, person, data.get("text"), str(scope), source="page"
+        )
+    except MemoryRefused as exc:
+        raise HttpError(400, str(exc)) from None
+    return JSONResponse({"memory": memory.to_dict(), "new": new}, 201 if new else 200)
+
+
+async def edit_memory(web: WebApp, request: Request) -> Response:
+    """PATCH {text}: the person corrects one memory they may see (another's is a 404)."""
+    person = (await memory_session(web, request, write=True)).person
+    data = await web.read_json(request)
+    try:
+        memory = await web.db(web.memories.update, person, memory_id(request), data.get("text"))
+    except MemoryRefused as exc:
+        raise HttpError(400, str(exc)) from None
+    if memory is None:
+        raise HttpError(404, NO_MEMORY)
+    return JSONResponse({"memory": memory.to_dict()})
+
+
+async def forget_memory(web: WebApp, request: Request) -> Response:
+    """DELETE: one memory the person may see, gone from the file (another's is a 404)."""
+    person = (await memory_session(web, request, write=True)).person
+    if await web.db(web.memories.forget, person, memory_id(request)) is None:
+        raise HttpError(404, NO_MEMORY)
+    return JSONResponse({"ok": True})
+
+
+async def forget_all_memories(web: WebApp, request: Request) -> Response:
+    """POST {confirm: "BORRAR"}: every personal memory of the person (the household's stay)."""
+    person = (await memory_session(web, request, write=True)).person
+    if (await web.read_json(request)).get("confirm") != FORGET_ALL_WORD:
+        raise HttpError(400, f"Para borrarlos todos, escribe {FORGET_ALL_WORD}.")
+    return JSONResponse({"deleted": await web.db(web.memories.forget_all, person)})
+
+
+async def pause_memory(web: WebApp, request: Request) -> Response:
+    """POST {paused: true|false}: while paused nothing of the person's memory is read or written."""
+    person = (await memory_session(web, request, write=True)).person
+    paused = (await web.read_json(request)).get("paused")
+    if not isinstance(paused, bool):
+        raise HttpError(400, BAD_REQUEST)
+    await web.db(web.memories.set_paused, person, paused)
+    return JSONResponse({"paused": paused})
 
 
 def sse(event: EventDict) -> str:
@@ -551,6 +648,12 @@ def create_app(
         Route("/api/conversations/{cid:str}", route(web, delete_conversation), methods=["DELETE"]),
         Route("/api/conversations/{cid:str}/messages", route(web, ask), methods=["POST"]),
         Route("/api/conversations/{cid:str}/events", route(web, events)),
+        Route("/api/memories", route(web, list_memories)),
+        Route("/api/memories", route(web, add_memory), methods=["POST"]),
+        Route("/api/memories/forget-all", route(web, forget_all_memories), methods=["POST"]),
+        Route("/api/memories/pause", route(web, pause_memory), methods=["POST"]),
+        Route("/api/memories/{mid:str}", route(web, edit_memory), methods=["PATCH"]),
+        Route("/api/memories/{mid:str}", route(web, forget_memory), methods=["DELETE"]),
     ]
     static = StaticFiles(packages=[("enlace_agent.web", "static")])
     app = Starlette(

@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,39 @@ MIGRATIONS: tuple[str, ...] = (
     # 4: which model (and installed version) wrote each answer; NULL for older answers.
     """
     ALTER TABLE messages ADD COLUMN model TEXT;
+    """,
+    # 5: what Enlace remembers (enlace_agent.memory): a person's memories (`person`) and the
+    # household's (`person` NULL), where each came from, a full-text index over them that
+    # matches without accents, the people who paused their memory, and the memories each answer
+    # used.
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        person TEXT,
+        text TEXT NOT NULL,
+        author TEXT NOT NULL,
+        source TEXT NOT NULL,
+        conversation_id TEXT REFERENCES conversations(id) ON DELETE SET NULL,
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        last_used REAL
+    );
+    CREATE INDEX memories_by_person ON memories(person, updated);
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        text, content='memories', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER memories_added AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TRIGGER memories_deleted AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    CREATE TRIGGER memories_changed AFTER UPDATE OF text ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TABLE memory_pauses (person TEXT PRIMARY KEY);
+    ALTER TABLE messages ADD COLUMN memories TEXT NOT NULL DEFAULT '[]';
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -155,6 +188,11 @@ class Store:
             if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
             raise StoreBusy(f"the history file {self.path} is busy: {exc}") from None
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A connection in one transaction (for the memory, `enlace_agent.memory`, which keeps
+        its rows in this file); `StoreBusy` when the file stays locked."""
+        return self._db()
 
     # ---------------------------------------------------------------- sessions
     def fingerprint(self, access_token: str | None) -> str:
@@ -256,11 +294,14 @@ class Store:
             if head is None:
                 return None
             rows = db.execute(  # an answer being written is followed live, not read from here
-                "SELECT role, content, sources, created, model FROM messages "
+                "SELECT role, content, sources, created, model, memories FROM messages "
                 "WHERE conversation_id = ? AND role != ? ORDER BY id",
                 (conversation_id, WRITING),
             ).fetchall()
-        messages = [{**dict(r), "sources": json.loads(r["sources"])} for r in rows]
+        messages = [
+            {**dict(r), "sources": json.loads(r["sources"]), "memories": json.loads(r["memories"])}
+            for r in rows
+        ]
         return {**dict(head), "messages": messages}
 
     def history(self, person: str, conversation_id: str) -> list[dict[str, Any]]:
@@ -309,19 +350,31 @@ class Store:
         sources: Sequence[Mapping[str, Any]] = (),
         history: Sequence[Mapping[str, Any]] | None = None,
         model: str | None = None,
+        memories: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
         """The answer in `row` as the page shows it from now on (`assistant` or `error`);
         `history`, when given, replaces what the model will see next turn; `model`, the model
-        that wrote it. False (and nothing changes) when it was no longer being written: marked
-        as interrupted on the way out."""
+        that wrote it; `memories`, the memories it used («Recordé»). False (and nothing changes)
+        when it was no longer being written: marked as interrupted on the way out."""
         now = time.time()
         saved = None if history is None else json.dumps(list(history), ensure_ascii=False)
         with self._db() as db:
             done = db.execute(
-                "UPDATE messages SET role = ?, content = ?, sources = ?, created = ?, model = ? "
-                "WHERE id = ? AND role = ? AND conversation_id IN "
+                "UPDATE messages SET role = ?, content = ?, sources = ?, created = ?, model = ?, "
+                "memories = ? WHERE id = ? AND role = ? AND conversation_id IN "
                 "(SELECT id FROM conversations WHERE id = ? AND person = ?)",
-                (role, content, _json(sources), now, model, row, WRITING, conversation_id, person),
+                (
+                    role,
+                    content,
+                    _json(sources),
+                    now,
+                    model,
+                    _json(memories),
+                    row,
+                    WRITING,
+                    conversation_id,
+                    person,
+                ),
             ).rowcount
             if done:
                 db.execute(
@@ -375,9 +428,13 @@ class Store:
         return {"person": person, "schema_version": SCHEMA_VERSION, "conversations": conversations}
 
     def delete_person(self, person: str) -> int:
-        """Deletes every conversation and sign-in of `person`; returns how many conversations."""
+        """Deletes every conversation, personal memory and sign-in of `person`; returns how many
+        conversations."""
         with self._db() as db:
             count = db.execute("DELETE FROM conversations WHERE person = ?", (person,)).rowcount
+            db.execute("DELETE FROM memories WHERE person = ?", (person,))
+            db.execute("DELETE FROM memory_pauses WHERE person = ?", (person,))
+            db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
         self.end_sessions(person)
         with closing(sqlite3.connect(self.path)) as db:
             db.execute("VACUUM")  # deleted text does not linger in free pages

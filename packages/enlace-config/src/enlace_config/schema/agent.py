@@ -279,6 +279,32 @@ class WebConfig(StrictModel):
             )
 
 
+class MemoryConfig(StrictModel):
+    """What the assistant remembers of the family (README, «La memoria»): the `recordar` and
+    `olvidar` tools, and how many of the remembered facts enter each prompt."""
+
+    enabled: bool = True
+    """Offer the memory: the `recordar` and `olvidar` tools and each person's and the household's
+    memories in the system prompt (on the page, and in the terminal chat with --person). False:
+    nothing is read or written, for everyone."""
+    prompt_budget_tokens: int = Field(default=300, ge=0, le=100_000)
+    """Most tokens of memories put in one system prompt; when they do not all fit, the ones most
+    relevant to the question come first (then the most recently changed)."""
+    chars_per_token: float = Field(default=3.0, gt=0, le=20)
+    """Characters counted as one token when measuring memories against the budget (the model's
+    tokenizer is not known here: a small Spanish vocabulary makes about 3)."""
+    max_prompt_memories: int = Field(default=40, ge=0, le=10_000)
+    """Most memories numbered in one system prompt, whatever the budget."""
+    max_memory_chars: int = Field(default=300, ge=20, le=10_000)
+    """Longest memory accepted (one short statement; a longer one is refused in Spanish)."""
+    min_term_chars: int = Field(default=3, ge=1, le=20)
+    """Words of a question shorter than this do not count when ranking memories by relevance."""
+    secret_envs: list[EnvName] = Field(default_factory=lambda: [])
+    """More environment variables whose values are never stored in a memory, beyond the ones the
+    configuration already names (api_key_env, each person's token_env, the snapshot passphrase
+    and the search key)."""
+
+
 class AssistantConfig(StrictModel):
     """The family assistant (`enlace-assistant`): which model server to talk to, how to sample, and
     the limits of one turn. The model's API key is never part of this schema: it is read from the
@@ -324,6 +350,8 @@ class AssistantConfig(StrictModel):
     search_config: str | None = None
     """The search settings file for the assistant's search tool. None: the user's search.yaml, or
     the search defaults."""
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    """What the assistant remembers of the family (`recordar`, `olvidar`)."""
     web: WebConfig = Field(default_factory=WebConfig)
     """The family web page served by `enlace-assistant serve`."""
 
