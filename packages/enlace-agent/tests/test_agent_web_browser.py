@@ -489,3 +489,98 @@ def test_screenshots_at_phone_and_desktop_widths(
     tab.screenshot(path=str(out / "phone.png"))
     tab.get_by_role("button", name="Conversaciones").click()
     tab.screenshot(path=str(out / "list-phone.png"))
+
+
+# ------------------------------------------------------------------ «Lo que Enlace recuerda»
+
+
+def memory_items(tab: Any, which: str) -> list[str]:
+    return tab.locator(f"#memory-{which} .memory-text").all_inner_texts()
+
+
+def test_a_person_sees_edits_forgets_and_pauses_their_memory_on_the_page(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    page = web_page()
+    api = page.login("Ana")
+    for text, scope in [
+        ("Ana es alérgica a los frutos secos", "personal"),
+        (XSS, "personal"),
+        ("La abuela vive en Soria", "familia"),
+    ]:
+        assert api.post("/api/memories", json={"text": text, "scope": scope}).status_code == 201
+    page.login("Bruno").post("/api/memories", json={"text": "Bruno toca la guitarra"})
+    sign_in(tab, page.base)
+    tab.get_by_role("button", name="Lo que Enlace recuerda").click()
+    tab.locator("#memory-mine .memory-text").first.wait_for()
+    assert memory_items(tab, "mine") == [XSS, "Ana es alérgica a los frutos secos"]
+    assert memory_items(tab, "family") == ["La abuela vive en Soria"]  # never Bruno's
+    assert tab.locator("#memory img").count() == 0 and tab.locator("#chat").is_hidden()
+
+    # Edit in place.
+    tab.get_by_role("button", name="Corregir «La abuela vive en Soria»").click()
+    tab.get_by_label("Corregir el recuerdo").fill("La abuela vive en Burgos")
+    tab.locator("#memory-family").get_by_role("button", name="Guardar").click()
+    tab.locator("#memory-family .memory-text", has_text="Burgos").wait_for()
+    assert tab.locator("#memory-status").inner_text() == "Recuerdo corregido."
+    # Forget one, after saying yes.
+    tab.get_by_role("button", name=f"Olvidar «{XSS}»").click()
+    tab.get_by_role("button", name="Sí, olvidar").click()
+    tab.locator("#memory-status", has_text="Recuerdo olvidado.").wait_for()
+    assert memory_items(tab, "mine") == ["Ana es alérgica a los frutos secos"]
+    # A secret typed on the page is refused in Spanish.
+    tab.get_by_label("Nuevo recuerdo").fill("El PIN de la tarjeta es 4821")
+    tab.locator("#memory-add button[type=submit]").click()
+    tab.locator("#memory-status", has_text="nunca guarda secretos").wait_for()
+    # Forget all: only once BORRAR is typed; the household's stay.
+    tab.get_by_role("button", name="Borrar todos mis recuerdos").click()
+    confirm = tab.get_by_role("button", name="Borrar todos", exact=True)
+    tab.locator("#memory-forget-all-word").fill("borrar")
+    assert confirm.is_disabled()
+    tab.locator("#memory-forget-all-word").fill("BORRAR")
+    confirm.click()
+    tab.locator("#memory-status", has_text="Olvidados 1 recuerdos.").wait_for()
+    assert memory_items(tab, "mine") == []
+    assert memory_items(tab, "family") == ["La abuela vive en Burgos"]
+    # The pause switch: the page says so, and it stays paused after a reload.
+    tab.get_by_label("Pausar la memoria").check()
+    tab.locator("#memory-paused").wait_for()
+    assert "no lee ni guarda nada" in tab.locator("#memory-paused").inner_text()
+    assert tab.get_by_label("Nuevo recuerdo").is_disabled()
+    assert api.get("/api/memories").json()["paused"] is True
+    tab.reload()
+    tab.get_by_role("button", name="Lo que Enlace recuerda").click()
+    tab.locator("#memory-paused").wait_for()
+    tab.get_by_label("Pausar la memoria").uncheck()
+    tab.locator("#memory-paused").wait_for(state="hidden")
+    assert api.get("/api/memories").json()["paused"] is False
+    tab.get_by_role("button", name="Volver a la conversación").click()
+    assert tab.locator("#chat").is_visible() and tab.locator("#memory").is_hidden()
+    assert tab.dialogs == []
+
+
+def test_an_answer_shows_what_it_remembered_and_where_to_fix_it(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [
+        model_server.call("recordar", {"texto": "Mi hija se llama Lucía"}),
+        model_server.say("Lo recordaré."),
+        model_server.say("Tu hija se llama Lucía."),
+    ]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "Recuerda que mi hija se llama Lucía")
+    first = tab.locator(".msg.assistant").last
+    first.locator(".text", has_text="Lo recordaré.").wait_for()
+    assert first.locator(".searching").inner_text() == "Recordaré: «Mi hija se llama Lucía»"
+    tab.get_by_role("button", name="Nueva conversación").click()
+    send(tab, "¿Cómo se llama mi hija?")
+    note = tab.locator(".msg.assistant .remembered")
+    note.wait_for()
+    assert note.inner_text().startswith("Recordé: «Mi hija se llama Lucía»")
+    tab.reload()  # read back from the history
+    tab.locator(".msg.assistant .remembered").wait_for()
+    tab.get_by_role("button", name="Corregir", exact=True).click()
+    tab.locator("#memory-mine .memory-text", has_text="Mi hija se llama Lucía").wait_for()
+    meta = tab.locator("#memory-mine .meta").inner_text()
+    assert "en una conversación" in meta and "Recuerda que mi hija se llama Lucía" in meta

@@ -40,6 +40,7 @@ async function start() {
     return cannotConnect();
   }
   $("text").maxLength = state.me.max_message_chars;
+  $("memory-open").hidden = !state.me.memory;
   $("login").hidden = true;
   try {
     await loadList();
@@ -198,6 +199,7 @@ function askDelete(item, c) {
 }
 
 function newConversation() {
+  closeMemory();
   stopFollowing();
   state.current = null;
   history.replaceState(null, "", location.pathname);
@@ -208,6 +210,7 @@ function newConversation() {
 }
 
 async function openConversation(id) {
+  closeMemory();
   stopFollowing();
   let data;
   try {
@@ -219,7 +222,7 @@ async function openConversation(id) {
   state.current = data.id;
   history.replaceState(null, "", "#" + encodeURIComponent(data.id));
   $("messages").replaceChildren();
-  for (const m of data.messages) addMessage(m.role, m.content, m.sources, m.model);
+  for (const m of data.messages) addMessage(m.role, m.content, m.sources, m.model, m.memories);
   setStatus("");
   setBusy(false);
   if (data.answering) follow(data.id);
@@ -233,12 +236,13 @@ $("toggle-list").addEventListener("click", () => {
 });
 
 // ------------------------------------------------------------------ messages
-function addMessage(role, text, sources, model) {
+function addMessage(role, text, sources, model, memories) {
   const item = el("li", null, "msg " + role);
   const body = el("div", null, "text");
   if (role === "assistant") renderMarkdown(body, text); else body.textContent = text;
   item.append(body);
   if (sources && sources.length) item.append(sourceList(sources));
+  if (memories && memories.length) item.append(rememberedNote(memories));
   if (model) item.append(modelNote(model));
   $("messages").append(item);
   item.scrollIntoView({ block: "end" });
@@ -404,6 +408,18 @@ $("text").addEventListener("keydown", (event) => {
   }
 });
 
+// The memories an answer used, under it like its sources: «Recordé: …», and where to fix them.
+function rememberedNote(memories) {
+  const box = el("div", null, "remembered");
+  box.append(el("strong", "Recordé: "));
+  box.append(memories.map((m) => "«" + m.text + "»").join(" · ") + " ");
+  const fix = el("button", "Corregir", "link");
+  fix.type = "button";
+  fix.addEventListener("click", () => openMemory());
+  box.append(fix);
+  return box;
+}
+
 // Which model wrote an answer, in small text under it (text only, like everything else).
 function modelNote(model) {
   return el("div", "Respuesta de " + model, "model");
@@ -419,7 +435,7 @@ function follow(id) {
   const searching = el("div", null, "searching");
   answer.prepend(searching);
   let written = "";
-  let searchFailed = false;
+  let notices = [];  // what the tools said for the person (a failed search, a memory kept)
   let drawing = false;
   const draw = () => { drawing = false; if (written) renderMarkdown(text, written); };
   const source = new EventSource("/api/conversations/" + encodeURIComponent(id) + "/events");
@@ -433,15 +449,18 @@ function follow(id) {
       if (!drawing) { drawing = true; requestAnimationFrame(draw); }
       setStatus("Enlace está escribiendo…");
     } else if (event.type === "tool_call") {
-      searching.textContent = "Buscando en internet…";
+      searching.textContent = event.status;  // the tool registry's line
     } else if (event.type === "tool_result") {
-      searchFailed = !event.ok;  // a retry that worked clears it
-      searching.textContent = event.ok ? "" : event.notice;
+      // A retry of the same tool that worked clears its failure.
+      notices = notices.filter((n) => n.name !== event.name || n.ok);
+      if (event.notice) notices.push({ name: event.name, ok: event.ok, text: event.notice });
+      searching.textContent = notices.map((n) => n.text).join(" · ");
     } else if (event.type === "end") {
       written = event.text;
       draw();
-      if (!searchFailed) searching.remove();
+      if (!notices.length) searching.remove();
       if (event.sources.length) answer.append(sourceList(event.sources));
+      if (event.memories && event.memories.length) answer.append(rememberedNote(event.memories));
       if (event.model) answer.append(modelNote(event.model));
       finish("");
     } else if (event.type === "error") {
@@ -490,5 +509,183 @@ function setBusy(busy) {
 function setStatus(message) {
   $("status").textContent = message;
 }
+
+// ------------------------------------------------------------------ «Lo que Enlace recuerda»
+// The person's memories and the household's: edit in place, forget one, forget all (typing
+// BORRAR), pause. Texts go in with textContent, like everything else.
+const FORGET_ALL_WORD = "BORRAR";
+
+async function openMemory() {
+  $("side").classList.remove("open");
+  $("chat").hidden = true;
+  $("memory").hidden = false;
+  memoryStatus("");
+  await loadMemories();
+  $("memory-title").focus();
+}
+
+function closeMemory() {
+  $("memory").hidden = true;
+  $("chat").hidden = false;
+}
+
+function memoryStatus(message) {
+  $("memory-status").textContent = message;
+}
+
+async function loadMemories() {
+  let data;
+  try {
+    data = await api("/api/memories");
+  } catch (e) {
+    return memoryStatus(e.message);
+  }
+  $("memory-pause").checked = data.paused;
+  $("memory-paused").hidden = !data.paused;
+  for (const control of $("memory-add").elements) control.disabled = data.paused;
+  const mine = $("memory-mine");
+  const family = $("memory-family");
+  mine.replaceChildren();
+  family.replaceChildren();
+  for (const m of data.memories) (m.scope === "familia" ? family : mine).append(memoryItem(m, data.paused));
+  if (!mine.children.length) mine.append(el("li", "Todavía no hay ninguno.", "empty"));
+  if (!family.children.length) family.append(el("li", "Todavía no hay ninguno.", "empty"));
+}
+
+const SOURCE_ES = { page: "en la página", cli: "en la terminal", assistant: "en una conversación", import: "importado" };
+
+function memoryItem(m, paused) {
+  const item = el("li", null, "memory-item");
+  item.dataset.id = m.id;
+  const text = el("span", m.text, "memory-text");
+  const when = new Date(m.updated * 1000);
+  const meta = el("small", m.author + " · " + WHEN.format(when) + " · " + (SOURCE_ES[m.source] || m.source), "meta");
+  if (m.conversation_title) {
+    const from = el("a", "«" + m.conversation_title + "»");
+    from.href = "#" + encodeURIComponent(m.conversation_id);
+    from.addEventListener("click", (event) => { event.preventDefault(); openConversation(m.conversation_id); });
+    meta.append(" · de ", from);
+  }
+  const edit = iconButton("✎", "Corregir «" + m.text + "»");
+  edit.disabled = paused;
+  const remove = iconButton("✕", "Olvidar «" + m.text + "»");
+  item.append(text, edit, remove, meta);
+  edit.addEventListener("click", () => editMemory(item, m));
+  remove.addEventListener("click", () => askForget(item, m));
+  return item;
+}
+
+function editMemory(item, m) {
+  const form = el("form", null, "memory-edit");
+  const label = el("label", "Corregir el recuerdo");
+  const input = el("input");
+  input.value = m.text;
+  input.required = true;
+  label.append(input);
+  const save = el("button", "Guardar");
+  save.type = "submit";
+  const cancel = el("button", "Cancelar", "ghost");
+  cancel.type = "button";
+  form.append(label, save, cancel);
+  item.replaceChildren(form);
+  const back = () => item.replaceWith(memoryItem(m, false));
+  cancel.addEventListener("click", back);
+  input.addEventListener("keydown", (event) => { if (event.key === "Escape") back(); });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      await api("/api/memories/" + m.id, { text: input.value }, "PATCH");
+      await loadMemories();
+      memoryStatus("Recuerdo corregido.");
+    } catch (e) {
+      memoryStatus(e.message);
+    }
+  });
+  input.focus();
+  input.select();
+}
+
+function askForget(item, m) {
+  const question = el("span", "¿Olvidar «" + m.text + "»? No se puede deshacer.");
+  const yes = el("button", "Sí, olvidar", "danger");
+  yes.type = "button";
+  const no = el("button", "No", "ghost");
+  no.type = "button";
+  item.replaceChildren(question, yes, no);
+  no.addEventListener("click", () => item.replaceWith(memoryItem(m, $("memory-pause").checked)));
+  yes.addEventListener("click", async () => {
+    let said = "Recuerdo olvidado.";
+    try {
+      await api("/api/memories/" + m.id, {}, "DELETE");
+    } catch (e) {
+      said = e.message;
+    }
+    await loadMemories();
+    memoryStatus(said);
+  });
+  no.focus();
+}
+
+$("memory-open").addEventListener("click", () => openMemory());
+$("memory-close").addEventListener("click", () => { closeMemory(); $("text").focus(); });
+
+$("memory-pause").addEventListener("change", async () => {
+  const paused = $("memory-pause").checked;
+  let said = paused ? "Memoria en pausa." : "Memoria reanudada.";
+  try {
+    await api("/api/memories/pause", { paused });
+  } catch (e) {
+    said = e.message;
+  }
+  await loadMemories();
+  memoryStatus(said);
+});
+
+$("memory-add").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    const { new: added } = await api("/api/memories", { text: $("memory-text").value, scope: $("memory-scope").value });
+    $("memory-text").value = "";
+    await loadMemories();
+    memoryStatus(added ? "Recuerdo guardado." : "Enlace ya lo recordaba.");
+  } catch (e) {
+    memoryStatus(e.message);
+  }
+});
+
+$("memory-forget-all-open").addEventListener("click", () => {
+  const box = $("memory-forget-all");
+  const form = el("form", null, "confirm");
+  const label = el("label", "Se olvidarán todos tus recuerdos (los de la familia se quedan). Escribe " + FORGET_ALL_WORD + " para confirmar:");
+  const input = el("input");
+  input.id = "memory-forget-all-word";
+  input.autocomplete = "off";
+  label.append(input);
+  const yes = el("button", "Borrar todos", "danger");
+  yes.type = "submit";
+  yes.disabled = true;
+  const no = el("button", "Cancelar", "ghost");
+  no.type = "button";
+  form.append(label, yes, no);
+  const opener = $("memory-forget-all-open");
+  box.replaceChildren(form);
+  const back = () => box.replaceChildren(opener);
+  input.addEventListener("input", () => { yes.disabled = input.value.trim() !== FORGET_ALL_WORD; });
+  no.addEventListener("click", back);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let said;
+    try {
+      const { deleted } = await api("/api/memories/forget-all", { confirm: input.value.trim() });
+      said = "Olvidados " + deleted + " recuerdos.";
+      back();
+    } catch (e) {
+      said = e.message;
+    }
+    await loadMemories();
+    memoryStatus(said);
+  });
+  input.focus();
+});
 
 start();

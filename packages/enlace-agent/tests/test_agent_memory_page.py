@@ -1,0 +1,138 @@
+"""«Lo que Enlace recuerda» through the page's API (issue 27): the memories an answer used are
+saved with it and shown («Recordé»), each person lists, corrects and erases their memories and
+the household's (another's is a 404 by any route), every write is checked like the page's other
+writes, secrets are refused in Spanish, forgetting all needs the typed word, and the pause switch
+stops the memory for that person. The page itself, in a browser: test_agent_web_browser.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+
+def memories_of(client: httpx.Client) -> dict[str, Any]:
+    answer = client.get("/api/memories")
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def add(client: httpx.Client, text: str, scope: str = "personal") -> httpx.Response:
+    return client.post("/api/memories", json={"text": text, "scope": scope})
+
+
+def test_an_answer_records_the_memories_it_used_and_the_page_shows_them(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [
+        model_server.call("recordar", {"texto": "Mi hija se llama Lucía"}),
+        model_server.say("Lo recordaré."),
+        model_server.say("Tu hija se llama Lucía."),
+    ]
+    page = web_page()
+    ana = page.login("Ana")
+    first = page.ask(ana, "Recuerda que mi hija se llama Lucía")
+    events = page.events(ana, first)
+    started = next(e for e in events if e["type"] == "tool_call")
+    assert started["name"] == "recordar" and started["status"] == "Guardando en la memoria…"
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["ok"] and result["notice"] == "Recordaré: «Mi hija se llama Lucía»"
+    [kept] = memories_of(ana)["memories"]
+    assert (kept["source"], kept["conversation_id"]) == ("assistant", first)
+    assert kept["conversation_title"] == "Recuerda que mi hija se llama Lucía"
+
+    second = page.ask(ana, "¿Cómo se llama mi hija?")
+    end = page.events(ana, second)[-1]
+    used = [{"id": kept["id"], "text": "Mi hija se llama Lucía", "scope": "personal"}]
+    assert end["type"] == "end" and end["memories"] == used
+    assert "1. [Ana] «Mi hija se llama Lucía»" in model_server.bodies[2]["messages"][0]["content"]
+    shown = ana.get(f"/api/conversations/{second}").json()["messages"]
+    assert [m["memories"] for m in shown] == [[], used]  # after a reload too
+    assert memories_of(ana)["memories"][0]["last_used"] is not None
+
+
+def test_another_persons_memory_is_a_404_by_every_route(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [
+        model_server.call("recordar", {"texto": "La abuela vive en Soria", "alcance": "familia"}),
+        model_server.say("Hecho."),
+    ]
+    page = web_page()
+    ana, bruno = page.login("Ana"), page.login("Bruno")
+    mine = add(ana, "Ana es alérgica a los frutos secos").json()["memory"]
+    page.answered(ana, "Recuerda que la abuela vive en Soria (para todos)")
+    listed = memories_of(bruno)["memories"]
+    assert [m["text"] for m in listed] == ["La abuela vive en Soria"]
+    assert listed[0]["conversation_title"] is None  # Ana's conversation is not Bruno's to see
+    for answer in (
+        bruno.patch(f"/api/memories/{mine['id']}", json={"text": "cambiado"}),
+        bruno.request("DELETE", f"/api/memories/{mine['id']}", json={}),
+        bruno.request("DELETE", "/api/memories/99999", json={}),
+        bruno.request("DELETE", "/api/memories/abc", json={}),
+    ):
+        assert answer.status_code == 404 and answer.json()["error"] == "Esa memoria no existe."
+    assert [m["text"] for m in memories_of(ana)["memories"]][1] == mine["text"]
+    family = listed[0]["id"]  # the household's are everyone's
+    fixed = bruno.patch(f"/api/memories/{family}", json={"text": "La abuela vive en Burgos"})
+    assert fixed.status_code == 200 and fixed.json()["memory"]["text"].endswith("Burgos")
+    assert bruno.request("DELETE", f"/api/memories/{family}", json={}).status_code == 200
+    assert [m["text"] for m in memories_of(ana)["memories"]] == [mine["text"]]
+
+
+def test_memory_writes_are_checked_and_secrets_refused_in_spanish(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    page = web_page()
+    ana = page.login("Ana")
+    loose = page.client()  # signed in, without the CSRF header
+    loose.post("/api/login", json={"name": "Ana", "token": ""})
+    assert add(loose, "Sin comprobación").status_code == 403
+    assert loose.post("/api/memories", content=b'{"text": "x"}').status_code == 415
+    assert page.client().get("/api/memories").status_code == 401
+    refused = add(ana, "La tarjeta del banco es 4111 1111 1111 1111")
+    assert refused.status_code == 400 and "número de tarjeta" in refused.json()["error"]
+    assert "4111" not in refused.text
+    assert add(ana, "   ").status_code == 400
+    assert add(ana, "algo", "todos").status_code == 400
+    created = add(ana, "Bruno entra al colegio a las 8:30", "familia")
+    assert created.status_code == 201 and created.json()["memory"]["scope"] == "familia"
+    assert add(ana, "Bruno entra al colegio a las 8:30", "familia").status_code == 200  # known
+    add(ana, "Ana es alérgica a los frutos secos")
+    wrong = ana.post("/api/memories/forget-all", json={"confirm": "borrar"})
+    assert wrong.status_code == 400 and "escribe BORRAR" in wrong.json()["error"]
+    done = ana.post("/api/memories/forget-all", json={"confirm": "BORRAR"})
+    assert done.status_code == 200 and done.json() == {"deleted": 1}
+    assert [m["scope"] for m in memories_of(ana)["memories"]] == ["familia"]
+
+
+def test_the_pause_switch_stops_the_memory_of_that_person_only(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    model_server.script = [model_server.say("Vale."), model_server.say("Vale.")]
+    page = web_page()
+    ana, bruno = page.login("Ana"), page.login("Bruno")
+    add(ana, "Bruno entra al colegio a las 8:30", "familia")
+    assert ana.post("/api/memories/pause", json={"paused": "sí"}).status_code == 400
+    assert ana.post("/api/memories/pause", json={"paused": True}).json() == {"paused": True}
+    assert memories_of(ana)["paused"] and not memories_of(bruno)["paused"]
+    refused = add(ana, "Otra cosa")
+    assert refused.status_code == 400 and "en pausa" in refused.json()["error"]
+    page.answered(ana, "¿A qué hora entra Bruno al colegio?")
+    page.answered(bruno, "¿A qué hora entra Bruno al colegio?")
+    ana_body, bruno_body = model_server.bodies
+    assert len(ana_body["tools"]) == 1 and "8:30" not in ana_body["messages"][0]["content"]
+    assert len(bruno_body["tools"]) == 3 and "8:30" in bruno_body["messages"][0]["content"]
+    ana.post("/api/memories/pause", json={"paused": False})
+    assert add(ana, "Otra cosa").status_code == 201
+
+
+def test_memory_switched_off_in_the_settings(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    page = web_page(assistant={"memory": {"enabled": False}})
+    ana = page.login("Ana")
+    assert ana.get("/api/me").json()["memory"] is False
+    off = ana.get("/api/memories")
+    assert off.status_code == 404 and "desactivada" in off.json()["error"]
