@@ -105,31 +105,33 @@ def summary(label: str, values: list[float]) -> str:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--people", type=int, default=20, help="concurrent conversations")
-    parser.add_argument("--pieces", type=int, default=10, help="pieces of each streamed answer")
-    parser.add_argument("--delay", type=float, default=0.02, help="model's pause between pieces")
-    args = parser.parse_args()
-
+def run_page(
+    helpers: Any,
+    model: Any,
+    names: list[str],
+    *,
+    settings: dict[str, Any] | None = None,
+    prepare: Any = None,
+) -> tuple[list[dict[str, Any]], float]:
+    """Serves the page over `model` for `names` (plus `settings` in assistant.yaml's shape),
+    `prepare(database)` first (to fill the history file), and has everyone chat at once; each
+    person's result (`chat`) and the wall time. Also used by benchmarks/bench_memory.py."""
     from enlace_agent.assistant import Assistant, build_client
     from enlace_agent.web import build_app
     from enlace_config.schema.agent import AssistantConfig
 
-    helpers = _conftest()
-    model = echo_model(helpers, args.pieces, args.delay)
-    names = [f"Persona{i:02d}" for i in range(args.people)]
     with tempfile.TemporaryDirectory() as tmp:
+        database = Path(tmp) / "web.sqlite3"
         config = AssistantConfig.model_validate(
             {
                 "base_url": model.base_url,
                 "max_tool_rounds": 0,
-                "web": {
-                    "people": [{"name": n} for n in names],
-                    "database": str(Path(tmp) / "web.sqlite3"),
-                },
+                "web": {"people": [{"name": n} for n in names], "database": str(database)},
+                **(settings or {}),
             }
         )
+        if prepare is not None:
+            prepare(database, config)
         assistant = Assistant(build_client(config, {}), tools=[], config=config)
         page = helpers.serve_in_thread(build_app(assistant, {}))
         results: list[dict[str, Any]] = [{} for _ in names]
@@ -144,6 +146,20 @@ def main() -> int:
             t.join(120)
         wall = time.perf_counter() - wall
         page.stop()
+    return results, wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--people", type=int, default=20, help="concurrent conversations")
+    parser.add_argument("--pieces", type=int, default=10, help="pieces of each streamed answer")
+    parser.add_argument("--delay", type=float, default=0.02, help="model's pause between pieces")
+    args = parser.parse_args()
+
+    helpers = _conftest()
+    model = echo_model(helpers, args.pieces, args.delay)
+    names = [f"Persona{i:02d}" for i in range(args.people)]
+    results, wall = run_page(helpers, model, names)
     model.server.stop.set()
     model.server.server.shutdown()
 
