@@ -501,3 +501,16 @@ def test_the_terminal_chat_remembers_as_the_person(
     assert "1. [Ana] «Mi hija se llama Lucía»" in system_of(model_server.bodies[2])
     nobody = in_process(assistant_main, *base[:3], "Carla", "--once", "Hola")
     assert nobody.returncode == 2 and "«Carla» no está en web.people" in nobody.stderr
+
+
+def test_deleting_a_persons_history_erases_their_memories_too(memories: MemoryStore) -> None:
+    memories.add("Ana", "Ana es alérgica a los frutos secos", source="page")
+    memories.add("Ana", "La abuela vive en Soria", "familia", source="page")
+    memories.add("Bruno", "Bruno toca la guitarra", source="page")
+    memories.set_paused("Ana", True)
+    memories.store.delete_person("Ana")
+    assert texts(memories.list("Ana")) == ["La abuela vive en Soria"]  # the household's stay
+    assert not memories.paused("Ana") and texts(memories.search("Bruno", "guitarra", 5))
+    with sqlite3.connect(memories.store.path) as db:  # nor in the full-text index
+        index = b"".join(r[0] for r in db.execute("SELECT block FROM memories_fts_data"))
+    assert b"frutos" not in index and b"guitarra" in index
