@@ -352,6 +352,15 @@ class ScriptedModel:
 
         return step
 
+    def remember_then_use(self) -> list[Step]:
+        """The memory's round trip (issue 27): the model calls `recordar` for «Mi hija se llama
+        Lucía», says it will remember, and answers the next question with it."""
+        return [
+            self.call("recordar", {"texto": "Mi hija se llama Lucía"}),
+            self.say("Lo recordaré."),
+            self.say("Tu hija se llama Lucía."),
+        ]
+
     def drop(self) -> Step:
         """Start streaming, then close the connection in the middle of a chunk."""
 

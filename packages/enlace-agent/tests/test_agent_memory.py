@@ -25,7 +25,7 @@ from enlace_agent.assistant import (
 )
 from enlace_agent.cli.assistant import main as assistant_main
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, secret_kind
-from enlace_agent.tools import registry
+from enlace_agent.tools import REGISTRY
 from enlace_agent.web.store import SCHEMA_VERSION, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -219,14 +219,10 @@ def test_remember_then_use_in_a_new_conversation(
 ) -> None:
     assistant, memories = family_assistant()
     ana = MemoryView(memories, "Ana")
-    model_server.script = [
-        model_server.call("recordar", {"texto": "Mi hija se llama Lucía"}),
-        model_server.say("Lo recordaré."),
-        model_server.say("Tu hija se llama Lucía."),
-    ]
+    model_server.script = model_server.remember_then_use()
     events = run(assistant, "Recuerda que mi hija se llama Lucía", ana)
     names = [t["function"]["name"] for t in model_server.bodies[0]["tools"]]
-    assert names == [e.name for e in registry()] == ["buscar_en_internet", "recordar", "olvidar"]
+    assert names == [e.name for e in REGISTRY] == ["buscar_en_internet", "recordar", "olvidar"]
     started = next(e for e in events if isinstance(e, ToolCallStarted))
     assert started.to_dict()["status"] == "Guardando en la memoria…"
     finished = next(e for e in events if isinstance(e, ToolCallFinished))
@@ -488,11 +484,7 @@ def test_the_terminal_chat_remembers_as_the_person(
     config = json.loads(assistant_files["assistant"].read_text())
     config["web"] = {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]}
     assistant_files["assistant"].write_text(json.dumps(config))
-    model_server.script = [
-        model_server.call("recordar", {"texto": "Mi hija se llama Lucía"}),
-        model_server.say("Lo recordaré."),
-        model_server.say("Se llama Lucía."),
-    ]
+    model_server.script = model_server.remember_then_use()
     base = ("--config", str(assistant_files["assistant"]), "--person", "Ana", "--once")
     first = in_process(assistant_main, *base, "Recuerda que mi hija se llama Lucía")
     assert first.returncode == 0 and "(Recordaré: «Mi hija se llama Lucía»)" in first.stderr

@@ -25,11 +25,7 @@ def add(client: httpx.Client, text: str, scope: str = "personal") -> httpx.Respo
 def test_an_answer_records_the_memories_it_used_and_the_page_shows_them(
     web_page: Callable[..., Any], model_server: Any
 ) -> None:
-    model_server.script = [
-        model_server.call("recordar", {"texto": "Mi hija se llama Lucía"}),
-        model_server.say("Lo recordaré."),
-        model_server.say("Tu hija se llama Lucía."),
-    ]
+    model_server.script = model_server.remember_then_use()
     page = web_page()
     ana = page.login("Ana")
     first = page.ask(ana, "Recuerda que mi hija se llama Lucía")

@@ -562,11 +562,7 @@ def test_a_person_sees_edits_forgets_and_pauses_their_memory_on_the_page(
 def test_an_answer_shows_what_it_remembered_and_where_to_fix_it(
     tab: Any, web_page: Callable[..., Any], model_server: Any
 ) -> None:
-    model_server.script = [
-        model_server.call("recordar", {"texto": "Mi hija se llama Lucía"}),
-        model_server.say("Lo recordaré."),
-        model_server.say("Tu hija se llama Lucía."),
-    ]
+    model_server.script = model_server.remember_then_use()
     page = web_page()
     sign_in(tab, page.base)
     send(tab, "Recuerda que mi hija se llama Lucía")

@@ -5,11 +5,17 @@ Spanish text the model can act on."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from enlace_config.schema.agent import AssistantConfig
+
+    from enlace_agent.memory import Memory, MemoryView
+    from enlace_agent.search.chain import SearchChain
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,33 @@ class Tool(Protocol):
     def spec(self) -> dict[str, Any]: ...
 
     def run(self, arguments: str | Mapping[str, Any]) -> ToolResult: ...
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may need to be made: the search chain (None: the user's, built on first use),
+    and for the personal tools, one person's memory with the memories this turn's prompt
+    numbered (`olvidar 3` means the third of them)."""
+
+    chain: SearchChain | None = None
+    memory: MemoryView | None = None
+    numbered: Sequence[Memory] = ()
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    name: str
+    spec: Mapping[str, Any]
+    status: str  # shown while it runs («Buscando en internet…»)
+    failed: str  # shown when it fails, unless its result says more
+    make: Callable[[ToolContext], Tool]
+    personal: bool = False  # needs a person's memory: made for each turn of that person
+
+    def offered(self, config: AssistantConfig) -> bool:
+        """Whether the model is offered this tool under `config`."""
+        if config.max_tool_rounds == 0:
+            return False
+        return config.memory.enabled or not self.personal
 
 
 def tool_name(tool: Tool) -> str:

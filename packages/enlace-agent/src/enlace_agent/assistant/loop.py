@@ -23,8 +23,8 @@ from enlace_config.schema.agent import AssistantConfig
 from enlace_agent.assistant.client import AnswerTooLong, BudgetExceeded, ChatClient, ToolCall
 from enlace_agent.assistant.prompt import memory_block, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
-from enlace_agent.toolkit import Source, Tool, ToolResult, preview, tool_name
-from enlace_agent.tools import ToolContext, failed_line, registry, status_line
+from enlace_agent.toolkit import Source, Tool, ToolContext, ToolResult, preview, tool_name
+from enlace_agent.tools import REGISTRY, failed_line, status_line
 
 if TYPE_CHECKING:
     from enlace_agent.memory import Memory, MemoryView
@@ -155,7 +155,7 @@ class Assistant:
             content += "\n\n" + memory_block(memory.person, state.recalled)
             if self.config.max_tool_rounds:
                 context = ToolContext(memory=memory, numbered=state.recalled)
-                personal = [e.make(context) for e in registry() if e.personal]
+                personal = [e.make(context) for e in REGISTRY if e.personal]
                 state.tools.update({tool_name(t): t for t in personal})
         system = {"role": "system", "content": content}
         specs = [t.spec for t in state.tools.values()]

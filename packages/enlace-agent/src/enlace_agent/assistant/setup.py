@@ -15,8 +15,8 @@ from enlace_agent.search.chain import SearchChain
 from enlace_agent.search.settings import load_config as load_search_config
 from enlace_agent.settings import load_settings
 from enlace_agent.shared import Secret
-from enlace_agent.toolkit import Tool
-from enlace_agent.tools import ToolContext, registry
+from enlace_agent.toolkit import Tool, ToolContext
+from enlace_agent.tools import REGISTRY
 
 # Defaults, then the user's `assistant.yaml` (or a path), then overrides.
 load_config = partial(load_settings, AssistantConfig, "assistant.yaml")
@@ -48,7 +48,7 @@ def assistant_tools(
     if chain is None and build_chain:
         chain = SearchChain(load_search_config(search_file(config), environ=env), env=env)
     context = ToolContext(chain=chain)
-    return [e.make(context) for e in registry() if e.offered(config) and not e.personal]
+    return [e.make(context) for e in REGISTRY if e.offered(config) and not e.personal]
 
 
 def build_assistant(

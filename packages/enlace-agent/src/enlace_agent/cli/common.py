@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -79,6 +81,19 @@ def setup_logging(debug: bool, secrets: list[str]) -> None:
     if not debug:
         # httpx logs every request URL (with the query in it) at INFO.
         logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def write_private(path: Path, text: str) -> str | None:
+    """Writes `text` to `path`, private like the history itself (0600, whatever the umask);
+    the Spanish reason when it cannot."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with open(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        return f"no se puede escribir {path}: {exc.strerror}."
+    return None
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> int:

@@ -8,23 +8,26 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enlace_agent.cli.common import DEBUG_HELP, EXIT_OK, Parser, examples, fail, run_guarded
+from enlace_agent.cli.common import (
+    DEBUG_HELP,
+    EXIT_OK,
+    Parser,
+    examples,
+    fail,
+    run_guarded,
+    write_private,
+)
 
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.memory import Memory, MemoryStore
 
-NO_EXTRA = (
-    "la memoria se guarda en el historial de la página, que necesita el extra «web»: "
-    'pip install "enlace-agent[web]".'
-)
 SOURCES_ES = {"page": "página", "cli": "terminal", "assistant": "asistente", "import": "importado"}
 
 
@@ -113,19 +116,15 @@ def open_memories(
 ) -> MemoryStore | str:
     """The household's memories (in the history file `web.database` names), or the Spanish
     reason they cannot be used. The configured keys join `secrets` (never stored, never shown)."""
-    try:
-        from enlace_agent.web.setup import store_for
-        from enlace_agent.web.store import StoreError
-    except ImportError:
-        return NO_EXTRA
+    from enlace_agent.cli.web import open_store
     from enlace_agent.memory import MemoryStore, configured_secrets
 
+    store = open_store(config.web, env)
+    if isinstance(store, str):
+        return store
     keys = configured_secrets(config, env)
     secrets.extend(keys)
-    try:
-        return MemoryStore(store_for(config.web, env), config.memory, keys)
-    except StoreError as exc:
-        return f"no se puede usar el historial: {exc}"
+    return MemoryStore(store, config.memory, keys)
 
 
 def unknown_person(config: AssistantConfig, name: str) -> str | None:
@@ -236,13 +235,8 @@ def _export(memories: MemoryStore, name: str, out: Path | None) -> int:
     if out is None:
         sys.stdout.write(text)
         return EXIT_OK
-    try:  # private like the history itself (0600), whatever the umask
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with open(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as exc:
-        return fail(f"no se puede escribir {out}: {exc.strerror}.")
+    if (problem := write_private(out, text)) is not None:
+        return fail(problem)
     sys.stderr.write(f"Recuerdos de {name} guardados en {out} (solo tu usuario puede leerlo)\n")
     return EXIT_OK
 

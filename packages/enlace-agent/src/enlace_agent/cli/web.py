@@ -10,9 +10,9 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enlace_agent.cli.common import (
     DEBUG_HELP,
@@ -22,8 +22,12 @@ from enlace_agent.cli.common import (
     examples,
     fail,
     run_guarded,
+    write_private,
 )
 from enlace_agent.cli.options import add_assistant_options, setup_assistant
+
+if TYPE_CHECKING:
+    from enlace_config.schema.agent import WebConfig
 
 NO_EXTRA = (
     'la página web necesita el extra «web»: pip install "enlace-agent[web]" (Starlette y uvicorn).'
@@ -187,20 +191,26 @@ def _listen_error(host: str, port: int, exc: OSError) -> str:
 
 def _store(args: argparse.Namespace) -> Any:
     """The history store named by the configuration, or the Spanish reason it cannot be used."""
-    import os
-
     from enlace_agent.assistant import load_config
     from enlace_agent.settings import SettingsError
 
+    try:
+        config = load_config(args.config)
+    except SettingsError as exc:
+        return f"configuración no válida.\n{exc}"
+    return open_store(config.web, dict(os.environ))
+
+
+def open_store(config: WebConfig, env: Mapping[str, str]) -> Any:
+    """The history store of `config`, or the Spanish reason it cannot be used (the `web` extra
+    missing, a damaged file)."""
     try:
         from enlace_agent.web import StoreError
         from enlace_agent.web.setup import store_for
     except ImportError:
         return NO_EXTRA
     try:
-        return store_for(load_config(args.config).web, dict(os.environ))
-    except SettingsError as exc:
-        return f"configuración no válida.\n{exc}"
+        return store_for(config, env)
     except StoreError as exc:
         return f"no se puede usar el historial: {exc}"
 
@@ -213,13 +223,8 @@ def _export(args: argparse.Namespace, secrets: list[str]) -> int:
     if args.out is None:
         sys.stdout.write(text)
     else:
-        try:  # private like the history itself (0600), whatever the umask
-            fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.fchmod(fd, 0o600)
-            with open(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-        except OSError as exc:
-            return fail(f"no se puede escribir {args.out}: {exc.strerror}.")
+        if (problem := write_private(args.out, text)) is not None:
+            return fail(problem)
         sys.stderr.write(
             f"Historial de {args.name} guardado en {args.out} (solo tu usuario puede leerlo)\n"
         )

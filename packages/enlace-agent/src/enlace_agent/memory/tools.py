@@ -11,8 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from enlace_agent.memory.store import Memory, MemoryRefused
 from enlace_agent.memory.view import MemoryView
-from enlace_agent.toolkit import BadArguments, ToolResult, function_spec, parse_arguments
-from enlace_agent.tools import ToolContext, ToolEntry
+from enlace_agent.toolkit import (
+    BadArguments,
+    ToolContext,
+    ToolEntry,
+    ToolResult,
+    function_spec,
+    parse_arguments,
+)
 
 
 class RememberArguments(BaseModel):

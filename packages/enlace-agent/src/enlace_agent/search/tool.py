@@ -13,8 +13,14 @@ from enlace_agent.search.chain import SearchChain
 from enlace_agent.search.errors import AllProvidersFailed, QueryError, SearchConfigError
 from enlace_agent.search.models import SearchResponse
 from enlace_agent.search.settings import load_config, load_env
-from enlace_agent.toolkit import BadArguments, Source, ToolResult, function_spec, parse_arguments
-from enlace_agent.tools import ToolEntry
+from enlace_agent.toolkit import (
+    BadArguments,
+    Source,
+    ToolEntry,
+    ToolResult,
+    function_spec,
+    parse_arguments,
+)
 
 TOOL_NAME = "buscar_en_internet"
 MAX_TOOL_RESULTS = 10

@@ -143,59 +143,65 @@ function iconButton(symbol, label) {
   return button;
 }
 
-// Renaming and deleting happen inside the list item (no browser dialogs): a small form, or a
-// question with «Sí, borrar» / «No». Escape or «Cancelar» / «No» puts the item back.
-function askRename(item, c) {
+// Renaming, correcting and deleting happen inside the list item (no browser dialogs): a small
+// form, or a question with «Sí, …» / «No». Escape or «Cancelar» / «No» puts the item back.
+function inlineEdit(item, labelText, value, restore, save) {
   const form = el("form");
-  form.className = "rename";
-  const label = el("label", "Nuevo nombre");
+  const label = el("label", labelText);
   const input = el("input");
-  input.value = c.title;
+  input.value = value;
   input.required = true;
   label.append(input);
-  const save = el("button", "Guardar");
-  save.type = "submit";
+  const submit = el("button", "Guardar");
+  submit.type = "submit";
   const cancel = el("button", "Cancelar", "ghost");
   cancel.type = "button";
-  form.append(label, save, cancel);
-  item.className = "asking";
+  form.append(label, submit, cancel);
+  item.classList.add("asking");
   item.replaceChildren(form);
-  const back = () => item.replaceWith(listItem(c));
-  cancel.addEventListener("click", back);
-  input.addEventListener("keydown", (event) => { if (event.key === "Escape") back(); });
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
+  cancel.addEventListener("click", restore);
+  input.addEventListener("keydown", (event) => { if (event.key === "Escape") restore(); });
+  form.addEventListener("submit", (event) => { event.preventDefault(); save(input.value); });
+  input.focus();
+  input.select();
+}
+
+function inlineConfirm(item, questionText, yesText, restore, confirmed) {
+  const question = el("span", questionText);
+  const yes = el("button", yesText, "danger");
+  yes.type = "button";
+  const no = el("button", "No", "ghost");
+  no.type = "button";
+  item.classList.add("asking");
+  item.replaceChildren(question, yes, no);
+  no.addEventListener("click", restore);
+  yes.addEventListener("click", confirmed);
+  no.focus();
+}
+
+function askRename(item, c) {
+  inlineEdit(item, "Nuevo nombre", c.title, () => item.replaceWith(listItem(c)), async (title) => {
     try {
-      await api("/api/conversations/" + encodeURIComponent(c.id), { title: input.value }, "PATCH");
+      await api("/api/conversations/" + encodeURIComponent(c.id), { title }, "PATCH");
       await loadList();
     } catch (e) {
       setStatus(e.message);
     }
   });
-  input.focus();
-  input.select();
 }
 
 function askDelete(item, c) {
-  const question = el("span", "¿Borrar «" + c.title + "»? No se puede deshacer.");
-  const yes = el("button", "Sí, borrar", "danger");
-  yes.type = "button";
-  const no = el("button", "No", "ghost");
-  no.type = "button";
-  item.className = "asking";
-  item.replaceChildren(question, yes, no);
-  no.addEventListener("click", () => item.replaceWith(listItem(c)));
-  yes.addEventListener("click", async () => {
+  const restore = () => item.replaceWith(listItem(c));
+  inlineConfirm(item, "¿Borrar «" + c.title + "»? No se puede deshacer.", "Sí, borrar", restore, async () => {
     try {
       await api("/api/conversations/" + encodeURIComponent(c.id), {}, "DELETE");
       if (state.current === c.id) newConversation();
       await loadList();
     } catch (e) {
       setStatus(e.message);
-      item.replaceWith(listItem(c));
+      restore();
     }
   });
-  no.focus();
 }
 
 function newConversation() {
@@ -576,44 +582,20 @@ function memoryItem(m, paused) {
 }
 
 function editMemory(item, m) {
-  const form = el("form", null, "memory-edit");
-  const label = el("label", "Corregir el recuerdo");
-  const input = el("input");
-  input.value = m.text;
-  input.required = true;
-  label.append(input);
-  const save = el("button", "Guardar");
-  save.type = "submit";
-  const cancel = el("button", "Cancelar", "ghost");
-  cancel.type = "button";
-  form.append(label, save, cancel);
-  item.replaceChildren(form);
-  const back = () => item.replaceWith(memoryItem(m, false));
-  cancel.addEventListener("click", back);
-  input.addEventListener("keydown", (event) => { if (event.key === "Escape") back(); });
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
+  inlineEdit(item, "Corregir el recuerdo", m.text, () => item.replaceWith(memoryItem(m, false)), async (text) => {
     try {
-      await api("/api/memories/" + m.id, { text: input.value }, "PATCH");
+      await api("/api/memories/" + m.id, { text }, "PATCH");
       await loadMemories();
       memoryStatus("Recuerdo corregido.");
     } catch (e) {
       memoryStatus(e.message);
     }
   });
-  input.focus();
-  input.select();
 }
 
 function askForget(item, m) {
-  const question = el("span", "¿Olvidar «" + m.text + "»? No se puede deshacer.");
-  const yes = el("button", "Sí, olvidar", "danger");
-  yes.type = "button";
-  const no = el("button", "No", "ghost");
-  no.type = "button";
-  item.replaceChildren(question, yes, no);
-  no.addEventListener("click", () => item.replaceWith(memoryItem(m, $("memory-pause").checked)));
-  yes.addEventListener("click", async () => {
+  const restore = () => item.replaceWith(memoryItem(m, $("memory-pause").checked));
+  inlineConfirm(item, "¿Olvidar «" + m.text + "»? No se puede deshacer.", "Sí, olvidar", restore, async () => {
     let said = "Recuerdo olvidado.";
     try {
       await api("/api/memories/" + m.id, {}, "DELETE");
@@ -623,7 +605,6 @@ function askForget(item, m) {
     await loadMemories();
     memoryStatus(said);
   });
-  no.focus();
 }
 
 $("memory-open").addEventListener("click", () => openMemory());
