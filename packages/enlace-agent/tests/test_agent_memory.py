@@ -25,6 +25,7 @@ from enlace_agent.assistant import (
 )
 from enlace_agent.cli.assistant import main as assistant_main
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, secret_kind
+from enlace_agent.memory.view import prompt_line
 from enlace_agent.tools import REGISTRY
 from enlace_agent.web.store import SCHEMA_VERSION, Store
 
@@ -112,7 +113,7 @@ def test_another_persons_memory_is_out_of_reach_by_id_and_by_search(
     assert memories.update("Bruno", ana.id, "Bruno lo cambió") is None
     assert memories.forget("Bruno", ana.id) is None
     assert memories.search("Bruno", "alérgica frutos secos Ana", 10) == []
-    assert texts(memories.recall("Bruno", "¿Es alérgica Ana?")) == [home.text]
+    assert texts(MemoryView(memories, "Bruno").recall("¿Es alérgica Ana?")) == [home.text]
     assert memories.used("Bruno", [ana], "alérgica") == []  # only what Bruno's prompt had
     assert memories.get("Ana", ana.id) == ana  # untouched
     # The household's memories are everyone's: Bruno corrects and erases them.
@@ -135,17 +136,20 @@ def test_recall_puts_the_most_relevant_first_and_stays_under_the_budget(
     for i in range(30, 40):
         memories.add("Ana", f"Recuerdo de relleno número {i} sobre cosas de casa", source="cli")
     # Written without accents and in another form: still found, and first.
-    recalled = memories.recall("Ana", "¿a que es ALERGICA la niña?")
+    ana = MemoryView(memories, "Ana")
+    recalled = ana.recall("¿a que es ALERGICA la niña?")
     assert recalled[0] == nuts
-    cost = sum(len(m.text) + len(str(i)) + 12 for i, m in enumerate(recalled, 1))
-    assert cost <= 40 * 3.0 and len(recalled) == 2  # then the most recent, while they fit
+    lines = [prompt_line(i, m, "Ana") + "\n" for i, m in enumerate(recalled, 1)]
+    assert len("".join(lines)) <= 40 * 3.0 and len(recalled) == 2  # then the newest, that fit
+    third = prompt_line(3, memories.list("Ana")[1], "Ana")
+    assert len("".join(lines)) + len(third) + 1 > 40 * 3.0  # the next did not fit
     assert recalled[1].text.endswith("39 sobre cosas de casa")
     # No word of the question matches: the most recently changed first.
-    assert memories.recall("Ana", "hola")[0].text.endswith("39 sobre cosas de casa")
+    assert ana.recall("hola")[0].text.endswith("39 sobre cosas de casa")
     few = AssistantConfig.model_validate({"memory": {"max_prompt_memories": 3}}).memory
-    assert len(MemoryStore(memories.store, few).recall("Ana", "casa")) == 3
+    assert len(MemoryView(MemoryStore(memories.store, few), "Ana").recall("casa")) == 3
     none = AssistantConfig.model_validate({"memory": {"prompt_budget_tokens": 0}}).memory
-    assert MemoryStore(memories.store, none).recall("Ana", "alérgica") == []
+    assert MemoryView(MemoryStore(memories.store, none), "Ana").recall("alérgica") == []
 
 
 # ---------------------------------------------------------------- secrets
@@ -345,7 +349,7 @@ def test_a_paused_memory_is_neither_read_nor_written(
         memories.add("Ana", "Otra cosa", source="page")
     with pytest.raises(MemoryRefused, match="en pausa"):
         memories.update("Ana", kept.id, "Ana no es alérgica")
-    assert memories.recall("Ana", "alérgica") == []
+    assert MemoryView(memories, "Ana").recall("alérgica") == []
     assert memories.forget("Ana", kept.id) == kept  # erasing stays possible
     memories.set_paused("Ana", False)
     assert memories.add("Ana", "Otra cosa", source="page")[1]

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from enlace_agent.shared import one_line
+from enlace_agent.memory.view import prompt_line
 
 if TYPE_CHECKING:
     from enlace_agent.memory import Memory
@@ -65,19 +65,11 @@ MEMORY_TOOLS = (
 )
 
 
-def quoted(text: str) -> str:
-    """A memory as the prompt quotes it: one line between «», its own « and » made plain quotes
-    (it cannot close the quotation and write outside it)."""
-    return "«" + one_line(text).replace("«", '"').replace("»", '"') + "»"
-
-
 def memory_block(person: str, memories: Sequence[Memory]) -> str:
     """The part of the system prompt that says who is speaking and what is remembered."""
     if not memories:
         return f"{NO_MEMORIES.format(persona=person)}\n{MEMORY_TOOLS}"
     lines = [MEMORY_HEAD.format(persona=person)]
-    for number, memory in enumerate(memories, 1):
-        whose = "familia" if memory.scope == "familia" else person
-        lines.append(f"{number}. [{whose}] {quoted(memory.text)}")
+    lines += [prompt_line(number, m, person) for number, m in enumerate(memories, 1)]
     lines.append(MEMORY_TOOLS)
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import re
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -197,11 +197,14 @@ class MemoryStore:
             (query, person, limit),
         )
 
-    def recall(self, person: str, question: str) -> list[Memory]:
+    def recall(
+        self, person: str, question: str, measure: Callable[[int, Memory], int]
+    ) -> list[Memory]:
         """The memories for the prompt of `question`, in the order they are numbered: the ones
         the question's words rank first (bm25), then the most recently changed, while they fit
-        in `prompt_budget_tokens` (the first that does not fit ends the list) and up to
-        `max_prompt_memories`. Nothing while `person` has paused their memory."""
+        in `prompt_budget_tokens` (`measure(number, memory)`: the characters of its line in the
+        prompt; the first that does not fit ends the list) and up to `max_prompt_memories`.
+        Nothing while `person` has paused their memory."""
         config = self.config
         budget = config.prompt_budget_tokens * config.chars_per_token
         chosen: list[Memory] = []
@@ -220,12 +223,13 @@ class MemoryStore:
                     continue
                 if len(chosen) >= config.max_prompt_memories:
                     break
-                cost = len(row["text"]) + len(str(len(chosen) + 1)) + 12  # «N. [familia] »
+                memory = _memory(row)
+                cost = measure(len(chosen) + 1, memory)
                 if cost > budget:
                     break
                 budget -= cost
-                seen.add(row["id"])
-                chosen.append(_memory(row))
+                seen.add(memory.id)
+                chosen.append(memory)
         return chosen
 
     def used(self, person: str, recalled: Sequence[Memory], *texts: str) -> list[Memory]:

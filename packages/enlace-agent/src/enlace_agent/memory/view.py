@@ -7,6 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from enlace_agent.memory.store import Memory, MemoryStore
+from enlace_agent.shared import one_line
+
+
+def quoted(text: str) -> str:
+    """A memory as the prompt quotes it: one line between «», its own « and » made plain quotes
+    (it cannot close the quotation and write outside it)."""
+    return "«" + one_line(text).replace("«", '"').replace("»", '"') + "»"
+
+
+def prompt_line(number: int, memory: Memory, person: str) -> str:
+    """The memory's line in the system prompt (`assistant.prompt.memory_block`):
+    `3. [familia] «La abuela vive en Soria»`, `4. [Ana] «…»`."""
+    whose = "familia" if memory.scope == "familia" else person
+    return f"{number}. [{whose}] {quoted(memory.text)}"
 
 
 @dataclass(frozen=True)
@@ -21,7 +35,10 @@ class MemoryView:
         return self.memories.config.enabled and not self.memories.paused(self.person)
 
     def recall(self, question: str) -> list[Memory]:
-        return self.memories.recall(self.person, question)
+        """The memories for the prompt of `question`, measured as their prompt lines."""
+        return self.memories.recall(
+            self.person, question, lambda n, m: len(prompt_line(n, m, self.person)) + 1
+        )
 
     def used(self, recalled: list[Memory], question: str, answer: str) -> list[Memory]:
         return self.memories.used(self.person, recalled, question, answer)
