@@ -443,8 +443,9 @@ def test_cli_add_list_forget_and_its_spanish_refusals(memory_cli: Callable[..., 
 
 
 def test_cli_export_import_round_trip_and_bad_lines_named(
-    memory_cli: Callable[..., Any], tmp_path: Path
+    memory_cli: Callable[..., Any], in_process: Callable[..., Any], tmp_path: Path
 ) -> None:
+    config = tmp_path / "assistant.yaml"
     memory_cli("add", "Ana", "Ana es alérgica a los frutos secos")
     memory_cli("add", "Ana", "La abuela vive en Soria", "--familia")
     out = tmp_path / "ana.jsonl"
@@ -452,6 +453,10 @@ def test_cli_export_import_round_trip_and_bad_lines_named(
     assert out.stat().st_mode & 0o777 == 0o600
     lines = out.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["scope"] for line in lines] == ["personal", "familia"]
+    history = in_process(assistant_main, "export-history", "Ana", "--config", str(config))
+    assert [(m["text"], m["scope"]) for m in json.loads(history.stdout)["memories"]] == [
+        ("Ana es alérgica a los frutos secos", "personal")  # hers; the household's are not
+    ]
     assert memory_cli("forget", "Ana", "--all", "--yes").returncode == 0
     assert memory_cli("forget", "Bruno", "2").returncode == 0  # the household's, by Bruno
     done = memory_cli("import", "Ana", str(out))
@@ -499,7 +504,9 @@ def test_the_terminal_chat_remembers_as_the_person(
     assert nobody.returncode == 2 and "«Carla» no está en web.people" in nobody.stderr
 
 
-def test_deleting_a_persons_history_erases_their_memories_too(memories: MemoryStore) -> None:
+def test_deleting_a_persons_history_erases_their_memories_too(
+    memories: MemoryStore,
+) -> None:
     memories.add("Ana", "Ana es alérgica a los frutos secos", source="page")
     memories.add("Ana", "La abuela vive en Soria", "familia", source="page")
     memories.add("Bruno", "Bruno toca la guitarra", source="page")

@@ -219,7 +219,14 @@ def _export(args: argparse.Namespace, secrets: list[str]) -> int:
     store = _store(args)
     if isinstance(store, str):
         return fail(store)
-    text = json.dumps(store.export(args.name), ensure_ascii=False, indent=2) + "\n"
+    from enlace_config.schema.agent import MemoryConfig
+
+    from enlace_agent.memory import MemoryStore
+
+    exported = store.export(args.name)
+    memories = MemoryStore(store, MemoryConfig()).export(args.name)
+    exported["memories"] = [m for m in memories if m["scope"] == "personal"]  # not the home's
+    text = json.dumps(exported, ensure_ascii=False, indent=2) + "\n"
     if args.out is None:
         sys.stdout.write(text)
     else:
