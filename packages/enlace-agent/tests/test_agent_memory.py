@@ -381,7 +381,9 @@ def test_a_persons_restore_brings_back_their_memories_not_the_households(
     memories = MemoryStore(Store(h.database), config.memory)
     mine, _ = memories.add("Ana", "Ana es alérgica a los frutos secos", source="page")
     memories.add("Ana", "La abuela vive en Soria", "familia", source="page")
-    archive = snap.create(h).path
+    made = snap.create(h)
+    assert made.contents["memories"] == 2
+    archive = made.path
     memories.forget_all("Ana")
     memories.add("Ana", "El perro se llama Tor", "familia", source="page")  # after the snapshot
     snap.restore(h, archive, person="Ana")

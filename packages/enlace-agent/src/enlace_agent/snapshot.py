@@ -368,7 +368,17 @@ def _contents(database: Path) -> dict[str, Any]:
             ).fetchall()
         )
         messages = db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
-    return {"people": sorted(per_person), "conversations": per_person, "messages": messages}
+        memories = (
+            db.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+            if _has_table(db, "memories")
+            else 0
+        )
+    return {
+        "people": sorted(per_person),
+        "conversations": per_person,
+        "messages": messages,
+        "memories": memories,
+    }
 
 
 def _manifest(

@@ -151,7 +151,8 @@ def _summary(contents: Any) -> str:
         return "contenido desconocido"
     per = contents.get("conversations", {})
     people = ", ".join(f"{p} ({per.get(p, 0)})" for p in contents.get("people", [])) or "nadie"
-    return f"conversaciones de {people}; {contents.get('messages', 0)} mensajes"
+    said = f"conversaciones de {people}; {contents.get('messages', 0)} mensajes"
+    return said + (f"; {contents['memories']} recuerdos" if contents.get("memories") else "")
 
 
 def _line(s: Snapshot) -> str:
