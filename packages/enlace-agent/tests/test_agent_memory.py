@@ -152,6 +152,21 @@ def test_recall_puts_the_most_relevant_first_and_stays_under_the_budget(
     assert MemoryView(MemoryStore(memories.store, none), "Ana").recall("alérgica") == []
 
 
+def test_among_several_matches_the_one_sharing_more_rare_words_comes_first(
+    memories: MemoryStore,
+) -> None:
+    for text in (
+        "A Ana le gustan los frutos rojos",
+        "Ana es alérgica a los frutos secos",
+        "Bruno es alérgico al polen",
+        "La abuela de Ana vive en Soria",
+    ):
+        memories.add("Ana", text, source="cli")
+    found = texts(memories.search("Ana", "¿Qué frutos secos no puede comer Ana?", 10))
+    assert found[:2] == ["Ana es alérgica a los frutos secos", "A Ana le gustan los frutos rojos"]
+    assert "Bruno es alérgico al polen" not in found  # no word of the question
+
+
 # ---------------------------------------------------------------- secrets
 
 
