@@ -20,6 +20,7 @@ SCHEMAS: dict[str, str] = {
     "train": "enlace_config.schema.train:TrainConfig",
     "data": "enlace_config.schema.data:DataConfig",
     "corpus": "enlace_config.schema.corpus:CorpusConfig",
+    "chat": "enlace_config.schema.chat:ChatRecipeConfig",
     "agent": "enlace_config.schema.agent:SearchConfig",
     # "folder/stem": one file of a folder with its own schema (wins over the folder's entry)
     "agent/assistant": "enlace_config.schema.agent:AssistantConfig",

@@ -1,8 +1,9 @@
 """`enlace-data chat SOURCE OUT_DIR`: write a chat data directory (train.jsonl, val.jsonl).
 
 SOURCE is a local .jsonl/.parquet file or a directory of them, a Hugging Face Hub dataset id
-(`owner/name`, downloaded with huggingface_hub), or `builtin` (the Spanish set built into
-enlace-data). Records hold OpenAI `messages` or ShareGPT `conversations` ({from, value}), mapped to
+(`owner/name`, downloaded with huggingface_hub), `builtin` (the Spanish set built into
+enlace-data), or a recipe RECIPE.yaml (configs/chat/: Hub sets mixed by shares with the built-in
+tool-use share; KEY=VALUE overrides its keys; it writes manifest.json too, see chat/recipe.py). Records hold OpenAI `messages` or ShareGPT `conversations` ({from, value}), mapped to
 them. Invalid records are skipped and counted (`--strict` stops at the first). The val split is a
 hash-chosen share of the records, so a rerun gives the same split.
 """
@@ -28,21 +29,30 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="write a chat data directory from local files, a Hub dataset or the built-in set",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example:\n  enlace-data chat builtin data/chat --tools tools.json",
+        epilog="examples:\n  enlace-data chat builtin data/chat --tools tools.json\n"
+        "  enlace-data chat configs/chat/sft-es.yaml data/chat --tools tools.json",
     )
     p.add_argument(
         "source",
         metavar="SOURCE",
-        help="FILE.jsonl | FILE.parquet | DIR | owner/name (Hub) | builtin",
+        help="FILE.jsonl | FILE.parquet | DIR | owner/name (Hub) | builtin | RECIPE.yaml",
     )
     p.add_argument("out_dir", metavar="OUT_DIR", help="where train.jsonl and val.jsonl are written")
-    p.add_argument("--val-fraction", type=float, default=0.02, help="share of records for val")
-    p.add_argument("--builtin-size", type=int, default=4000, help="builtin: train conversations")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="RECIPE.yaml: override recipe keys (train_conversations=60000)",
+    )
+    p.add_argument(
+        "--val-fraction", type=float, help="share of records for val (default 0.02; a recipe's own)"
+    )
+    p.add_argument("--builtin-size", type=int, help="builtin: train conversations (default 4000)")
     p.add_argument(
         "--tools",
         type=Path,
         metavar="FILE",
-        help="builtin: the tool specs to offer (JSON list, e.g. `enlace-assistant --tools-json`), "
+        help="builtin or RECIPE.yaml: the tool specs to offer (JSON list, e.g. `enlace-assistant --tools-json`), "
         "so the model trains on the specs its assistant sends; default: a short search spec",
     )
     p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
@@ -73,7 +83,7 @@ def _files(source: str) -> list[Path]:
     raise DataError(f"{source!r}: no such file or directory (nor a Hub id owner/name)")
 
 
-def _as_messages(record: Any) -> Any:
+def as_messages(record: Any) -> Any:
     """OpenAI `messages` as they are; ShareGPT `conversations` mapped to them."""
     turns = record.get("conversations") if isinstance(record, dict) else None
     if not isinstance(turns, list) or "messages" in record:
@@ -84,7 +94,7 @@ def _as_messages(record: Any) -> Any:
     return {"messages": messages}
 
 
-def _read_tools(path: Path) -> Any:
+def read_tools(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -93,12 +103,28 @@ def _read_tools(path: Path) -> Any:
         raise DataError(f"not JSON ({e})", path=path) from e
 
 
+def is_val(conv: dict[str, Any], fraction: float) -> bool:
+    """Whether a (normalised) conversation belongs to the val split: a hash of its content below
+    `fraction`, so a rerun, or another mix around it, puts it in the same split."""
+    line = json.dumps(conv, ensure_ascii=False, sort_keys=True)
+    h = int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
+    return h / 2**64 < fraction
+
+
 def run(args: argparse.Namespace) -> int:
     from enlace_data.chat.format import normalize_conversation
     from enlace_data.chat.loader import iter_records
 
+    if args.source.endswith((".yaml", ".yml")):
+        return _run_recipe(args)
+    if args.overrides:
+        raise DataError(
+            f"KEY=VALUE overrides go with a recipe (SOURCE RECIPE.yaml): {args.overrides}"
+        )
+    args.val_fraction = 0.02 if args.val_fraction is None else args.val_fraction
+    args.builtin_size = 4000 if args.builtin_size is None else args.builtin_size
     if args.tools and args.source != "builtin":
-        raise DataError("--tools goes with the built-in set (SOURCE builtin)")
+        raise DataError("--tools goes with the built-in set (SOURCE builtin) or a recipe")
     if not 0 < args.val_fraction < 1:
         raise DataError(f"--val-fraction must be between 0 and 1, got {args.val_fraction}")
     out = Path(args.out_dir)
@@ -107,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if args.source == "builtin":
         from enlace_data.chat.builtin import builtin_conversations, check_tools
 
-        tools = check_tools(_read_tools(args.tools), str(args.tools)) if args.tools else None
+        tools = check_tools(read_tools(args.tools), str(args.tools)) if args.tools else None
         splits["train"] = builtin_conversations("train", args.builtin_size, tools=tools)
         splits["val"] = builtin_conversations("val", max(1, args.builtin_size // 10), tools=tools)
     else:
@@ -115,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 if isinstance(record, DataError):
                     raise record
-                conv = normalize_conversation(_as_messages(record), where)
+                conv = normalize_conversation(as_messages(record), where)
             except DataError as e:
                 if args.strict:
                     raise
@@ -123,9 +149,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(reasons) < 5:
                     reasons.append(str(e))
                 continue
-            line = json.dumps(conv, ensure_ascii=False, sort_keys=True)
-            h = int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
-            splits["val" if h / 2**64 < args.val_fraction else "train"].append(conv)
+            splits["val" if is_val(conv, args.val_fraction) else "train"].append(conv)
     if not splits["train"] or not splits["val"]:
         raise DataError(
             f"too few valid conversations for a train and a val split ({len(splits['train'])} "
@@ -141,4 +165,31 @@ def run(args: argparse.Namespace) -> int:
     )
     for reason in reasons:
         print(f"  skipped: {reason}")
+    return 0
+
+
+def _run_recipe(args: argparse.Namespace) -> int:
+    from enlace_data.chat.recipe import build_recipe
+
+    recipe = Path(args.source)
+    if not recipe.is_file():
+        raise DataError("no such recipe file (configs/chat/ holds the recipes)", path=recipe)
+    if args.val_fraction is not None or args.builtin_size is not None:
+        raise DataError(
+            "--val-fraction and --builtin-size are the recipe's val_fraction and "
+            "train_conversations x tool_use.share: set them in the recipe or as KEY=VALUE"
+        )
+    out = Path(args.out_dir)
+    m = build_recipe(recipe, out, args.overrides, args.tools)
+    print(
+        f"wrote {out}/train.jsonl ({m['train_conversations']} conversations), val.jsonl "
+        f"({m['val_conversations']}) and manifest.json from recipe {m['recipe']}"
+    )
+    for s in m["sources"]:
+        print(
+            f"  {s['name']} ({s['dataset']}, {s['license']}): {s['train']} train, {s['val']} val "
+            f"of {s['conversations']} conversations (x{s['repeats']}), {s['skipped']} skipped"
+        )
+    t = m["tool_use"]
+    print(f"  tool use (built-in set, {t['tools']}): {t['train']} train, {t['val']} val")
     return 0

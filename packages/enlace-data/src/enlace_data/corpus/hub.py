@@ -11,13 +11,27 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
-
-from enlace_config.schema.corpus import CorpusSource
+from typing import Protocol
 
 from enlace_data.errors import DataError
 
 
-def _explain(exc: Exception, source: CorpusSource, where: str) -> DataError:
+class HubLocation(Protocol):
+    """Where a source's files are on the Hub: a corpus source or a chat recipe's source."""
+
+    @property
+    def dataset(self) -> str | None: ...
+    @property
+    def subset(self) -> str | None: ...
+    @property
+    def split(self) -> str: ...
+    @property
+    def files(self) -> str: ...
+    @property
+    def revision(self) -> str | None: ...
+
+
+def _explain(exc: Exception, source: HubLocation, where: str) -> DataError:
     """A huggingface_hub or network error as a message the user can act on."""
     from huggingface_hub import errors
 
@@ -36,16 +50,40 @@ def _explain(exc: Exception, source: CorpusSource, where: str) -> DataError:
             f"unreachable: {exc}); download it once online, or unset HF_HUB_OFFLINE"
         )
     else:
-        why = f"could not be read ({type(exc).__name__}: {exc}); check the network and rerun: "
-        why += "finished downloads are kept and a cut one resumes"
+        detail = " ".join(str(exc).split())
+        why = f"could not be read ({type(exc).__name__}: {detail}); check the network (or "
+        why += "HF_ENDPOINT) and rerun where the Hub is reachable: finished downloads are kept, a "
+        why += "cut one resumes, and HF_HUB_OFFLINE=1 then reads them from the cache"
     return DataError(f"{what} {why}")
 
 
-def hub_files(source: CorpusSource, where: str) -> Iterator[Path]:
+def hub_files(source: HubLocation, where: str) -> Iterator[Path]:
     """The local paths of the source's files, each downloaded (or found in the cache) when the
     iteration reaches it."""
+    names = hub_file_names(source, where)
+    for name in names:
+        yield hub_download(source, name, where)
+
+
+def hub_check(source: HubLocation, where: str) -> None:
+    """One request for the dataset's information, without huggingface_hub's retries: a Hub that
+    cannot be reached, or a dataset that does not exist, fails here at once (with HF_HUB_OFFLINE
+    set, nothing is asked)."""
+    from huggingface_hub import HfApi, constants
+
+    if constants.HF_HUB_OFFLINE:
+        return
     try:
-        from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
+        HfApi().dataset_info(source.dataset or "", revision=source.revision)
+    except Exception as e:  # huggingface_hub raises many types; all mean "cannot read it"
+        raise _explain(e, source, where) from e
+
+
+def hub_file_names(source: HubLocation, where: str) -> list[str]:
+    """The sorted names of the source's parquet files in the dataset repository (listed on the Hub,
+    or in the cache when HF_HUB_OFFLINE is set)."""
+    try:
+        from huggingface_hub import HfApi, constants, snapshot_download
     except ImportError:
         raise DataError(
             "sources of kind hub need huggingface_hub and pyarrow: install enlace-data's web "
@@ -81,10 +119,16 @@ def hub_files(source: CorpusSource, where: str) -> Iterator[Path]:
     for name in names:
         if not name.endswith(".parquet"):
             raise DataError(f"{where}: {name} of dataset {source.dataset!r} is not a parquet file")
-        try:
-            path = hf_hub_download(
-                source.dataset, name, repo_type="dataset", revision=source.revision
-            )
-        except Exception as e:
-            raise _explain(e, source, f"{where}, file {name}") from e
-        yield Path(path)
+    return names
+
+
+def hub_download(source: HubLocation, name: str, where: str) -> Path:
+    """The local path of one file of the source (downloaded into the cache, or found there)."""
+    from huggingface_hub import hf_hub_download
+
+    assert source.dataset is not None
+    try:
+        path = hf_hub_download(source.dataset, name, repo_type="dataset", revision=source.revision)
+    except Exception as e:
+        raise _explain(e, source, f"{where}, file {name}") from e
+    return Path(path)
