@@ -1,4 +1,5 @@
-"""Sources of kind hub: parquet files of a Hugging Face Hub dataset, fetched with `huggingface_hub`.
+"""Sources of kind hub (and a chat recipe's sources): parquet files of a Hugging Face Hub dataset,
+fetched with `huggingface_hub`.
 
 The matching files are listed once, sorted, and downloaded one at a time as the build reaches them
 (into the Hugging Face cache): a source with `max_bytes` downloads only what it reads, and a cut
