@@ -289,3 +289,28 @@ def test_the_recipe_is_mixed_by_shares_not_by_file_order(tmp_path: Path, hf_home
         for c in first_half
     )
     assert kinds["dolly"] > 5 and kinds["other"] > 5  # interleaved, not one source after another
+
+
+def test_a_sharegpt_column_is_read_as_messages(tmp_path: Path, hf_home: Path) -> None:
+    turns = [
+        [{"from": "human", "value": f"Hola {i}"}, {"from": "gpt", "value": f"¡Hola! ({i})"}]
+        for i in range(30)
+    ]
+    put_dataset(
+        hf_home, "org/charla-es", {"data/train-00000-of-00001.parquet": [
+            {"conversations": t, "source": "x"} for t in turns
+        ]}
+    )  # fmt: skip
+    recipe = tmp_path / "sharegpt.yaml"
+    source = {"name": "charla", "dataset": "org/charla-es", "license": "cc-by-4.0",
+              "messages_column": "conversations", "share": 0.5}  # fmt: skip
+    body = {"name": "s", "train_conversations": 20, "sources": [source],
+            "tool_use": {"share": 0.5, "val_conversations": 4}}  # fmt: skip
+    recipe.write_text("# a ShareGPT set\n" + json.dumps(body))
+    out = tmp_path / "chat"
+    proc = build(recipe, out, env_for(hf_home, HF_HUB_OFFLINE="1"))
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sources"][0]["skipped"] == 0 and manifest["sources"][0]["train"] == 10
+    hola = [c for c in lines(out / "train.jsonl") if c["messages"][0]["content"].startswith("Hola")]
+    assert len(hola) == 10 and [m["role"] for m in hola[0]["messages"]] == ["user", "assistant"]

@@ -105,8 +105,14 @@ def _records(files: list[tuple[str, Path]], source: ChatHubSource) -> Iterator[t
         return
     for row, where in _rows(files, source):
         if source.format == "messages":
-            value = row.get(source.messages_column)
-            yield as_messages({"messages": value} if isinstance(value, list) else row), where
+            turns = row.get(source.messages_column)
+            sharegpt = isinstance(turns, list) and any(
+                isinstance(t, dict) and "from" in t for t in turns
+            )
+            record = {"conversations": turns} if sharegpt else {"messages": turns}
+            if row.get("tools") is not None:
+                record["tools"] = row["tools"]
+            yield as_messages(record), where
             continue
         assert source.prompt_column and source.response_column
         prompt = row.get(source.prompt_column)
