@@ -169,6 +169,7 @@ def test_the_gpu_recipe_builds_end_to_end_with_its_shares_and_licenses(
     assert "empty assistant turn" in by_name["aya-es"]["skipped_examples"][0]
     assert by_name["dolly-es"]["conversations"] == 60
     assert by_name["dolly-es"]["files"] == ["data/es-00000-of-00001.parquet"]
+    assert {s["commit"] for s in manifest["sources"]} == {COMMIT}  # the revision actually read
     assert by_name["oasst2-es"]["repeats"] > 1  # 100 asked of 8 conversations
 
     train = lines(out / "train.jsonl")

@@ -152,6 +152,13 @@ def _oasst_threads(rows: Iterator[tuple[Any, str]]) -> Iterator[tuple[Any, str]]
         yield {"messages": messages}, where
 
 
+def _commit(file: Path) -> str | None:
+    """The commit a file of the Hugging Face cache was downloaded at (its snapshots/<commit>/
+    folder), so the manifest names the exact revision read."""
+    parts = file.parts
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else None
+
+
 def _draw(pool: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
     """n conversations of the pool: a shuffled pass, again as often as n needs."""
     out: list[dict[str, Any]] = []
@@ -208,6 +215,7 @@ def build_recipe(
                 "subset": source.subset,
                 "split": source.split,
                 "revision": source.revision,
+                "commit": _commit(files[0][1]),
                 "files": [name for name, _ in files],
                 "license": source.license,
                 "share": source.share,
