@@ -8,8 +8,10 @@ every fifth household question appear only in validation, so it measures replies
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from enlace_data.errors import DataError
@@ -452,6 +454,15 @@ def _tool_turns(
 
 def _tool_name(tool: dict[str, Any]) -> str:
     return str((tool.get("function") or {}).get("name", ""))
+
+
+def read_tools(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DataError(f"cannot read ({e.strerror})", path=path) from e
+    except ValueError as e:
+        raise DataError(f"not JSON ({e})", path=path) from e
 
 
 def check_tools(tools: Any, where: str) -> list[dict[str, Any]]:

@@ -11,16 +11,14 @@ hash-chosen share of the records, so a rerun gives the same split.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from enlace_data._fs import write_atomic
+from enlace_data.chat.builtin import read_tools
+from enlace_data.chat.format import as_messages, is_val
 from enlace_data.errors import DataError
-
-SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                  "system": "system", "tool": "tool"}  # fmt: skip
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,34 +79,6 @@ def _files(source: str) -> list[Path]:
         )
         return _files(local)
     raise DataError(f"{source!r}: no such file or directory (nor a Hub id owner/name)")
-
-
-def as_messages(record: Any) -> Any:
-    """OpenAI `messages` as they are; ShareGPT `conversations` mapped to them."""
-    turns = record.get("conversations") if isinstance(record, dict) else None
-    if not isinstance(turns, list) or "messages" in record:
-        return record
-    messages = []
-    for role, value in ((str(t.get("from")), t.get("value")) for t in turns if isinstance(t, dict)):
-        messages.append({"role": SHAREGPT_ROLES.get(role, role), "content": value})
-    return {"messages": messages}
-
-
-def read_tools(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise DataError(f"cannot read ({e.strerror})", path=path) from e
-    except ValueError as e:
-        raise DataError(f"not JSON ({e})", path=path) from e
-
-
-def is_val(conv: dict[str, Any], fraction: float) -> bool:
-    """Whether a (normalised) conversation belongs to the val split: a hash of its content below
-    `fraction`, so a rerun, or another mix around it, puts it in the same split."""
-    line = json.dumps(conv, ensure_ascii=False, sort_keys=True)
-    h = int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
-    return h / 2**64 < fraction
 
 
 def run(args: argparse.Namespace) -> int:

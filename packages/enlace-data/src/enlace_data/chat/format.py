@@ -30,6 +30,7 @@ on an export (tests/test_chat_template.py); the template travels in the tokenize
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -316,3 +317,27 @@ def parse_tool_calls(ids: Sequence[int], tokenizer: ChatTokenizer) -> list[ToolC
         calls.append(ToolCall(obj["name"], obj["arguments"]))
         i = j + 1
     return calls
+
+
+# ----------------------------------------------------------------------------- sources
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "system": "system", "tool": "tool"}  # fmt: skip
+
+
+def as_messages(record: Any) -> Any:
+    """OpenAI `messages` as they are; ShareGPT `conversations` mapped to them."""
+    turns = record.get("conversations") if isinstance(record, dict) else None
+    if not isinstance(turns, list) or "messages" in record:
+        return record
+    messages = []
+    for role, value in ((str(t.get("from")), t.get("value")) for t in turns if isinstance(t, dict)):
+        messages.append({"role": SHAREGPT_ROLES.get(role, role), "content": value})
+    return {"messages": messages}
+
+
+def is_val(conv: dict[str, Any], fraction: float) -> bool:
+    """Whether a (normalised) conversation belongs to the val split: a hash of its content below
+    `fraction`, so a rerun, or another mix around it, puts it in the same split."""
+    line = json.dumps(conv, ensure_ascii=False, sort_keys=True)
+    h = int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
+    return h / 2**64 < fraction

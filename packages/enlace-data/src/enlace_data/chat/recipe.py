@@ -23,6 +23,8 @@ from enlace_config import ConfigError, load_config
 from enlace_config.schema.chat import ChatHubSource, ChatRecipeConfig
 
 from enlace_data._fs import write_atomic
+from enlace_data.chat.builtin import builtin_conversations, check_tools, read_tools
+from enlace_data.chat.format import as_messages, is_val, normalize_conversation
 from enlace_data.errors import DataError
 
 OASST_COLUMNS = ("message_id", "parent_id", "text", "role", "rank")
@@ -98,7 +100,6 @@ def _rows(files: list[tuple[str, Path]], source: ChatHubSource) -> Iterator[tupl
 
 def _records(files: list[tuple[str, Path]], source: ChatHubSource) -> Iterator[tuple[Any, str]]:
     """The source's records as `messages` conversations (not yet validated)."""
-    from enlace_data.chat.cmd import as_messages
 
     if source.format == "oasst":
         yield from _oasst_threads(_rows(files, source))
@@ -173,10 +174,6 @@ def build_recipe(
     path: Path, out: Path, overrides: Sequence[str] = (), tools_file: Path | None = None
 ) -> dict[str, Any]:
     """Build the recipe at `path` into `out`; returns the manifest it writes."""
-    from enlace_data.chat.builtin import builtin_conversations, check_tools
-    from enlace_data.chat.cmd import is_val, read_tools
-    from enlace_data.chat.format import normalize_conversation
-
     recipe = load_recipe(path, overrides)
     tools = check_tools(read_tools(tools_file), str(tools_file)) if tools_file else None
     fetched = _fetch(recipe, path)
