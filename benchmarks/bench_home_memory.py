@@ -139,6 +139,8 @@ def main() -> int:
     from enlace_agent.model_versions import CURRENT
     from enlace_config.schema.agent import AssistantConfig
 
+    # The machine's llama-server (its build cache), found before the folders below replace it.
+    llama = args.llama_server or service.llama_server(AssistantConfig(), os.environ)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = {
@@ -170,10 +172,11 @@ def main() -> int:
         # The CPU chat model was trained on 2,560 positions and learned the short system prompt:
         # each of llama-server's parallel slots gets that much context.
         settings["system_prompt"] = "Eres Enlace, un asistente familiar que habla español."
-        home: dict[str, Any] = {"context_size": args.slot_context * 4, "parallel": 4}
-        if args.llama_server:
-            home["llama_server"] = str(args.llama_server)
-        settings["web"]["home"] = home
+        settings["web"]["home"] = {
+            "context_size": args.slot_context * 4,
+            "parallel": 4,
+            "llama_server": str(llama),
+        }
         config_file = root / "assistant.yaml"
         config_file.write_text(json.dumps(settings))
         config = AssistantConfig.model_validate(settings)
