@@ -3,7 +3,9 @@
 Greetings and thanks, short factual answers, household questions, and questions that need current
 information (answered with the web-search tool when offered, about half the time, else with "I
 cannot know"); each with and without a system prompt. Every fifth value of each slot list and
-every fifth household question appear only in validation, so it measures replies to unseen content.
+every fifth household question appear only in validation, so it measures replies to unseen content;
+in training, most searched names are invented, so only copying them is right. Given the
+assistant's memory tools, a share of the conversations remember, forget or use a family fact.
 """
 
 from __future__ import annotations
