@@ -16,7 +16,6 @@ never the internet; each person signs in by name (people without a token, on loo
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import os
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_web import _conftest  # pyright: ignore[reportPrivateUsage]
 
 RESULT_PAGE = """<html><body><table>
 <tr><td valign="top">1.&nbsp;</td><td><a rel="nofollow" class='result-link'
@@ -60,33 +60,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def result_page() -> str:
-    """A DuckDuckGo-lite-shaped page on loopback: the endpoint for the search chain."""
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self._send()
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send()
-
-        def _send(self) -> None:
-            body = RESULT_PAGE.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=UTF-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/lite/"
 
 
 def wait_until(url: str, process: subprocess.Popen[bytes], what: str, seconds: float) -> None:
@@ -153,8 +126,10 @@ def main() -> int:
         models.mkdir(parents=True)
         (models / CURRENT).symlink_to(args.model.resolve())
         search = root / "search.yaml"
+        # The searches answered on loopback by the tests' own local server (bench_web's helpers).
+        endpoint = _conftest()._start_server().reply("/lite/", 200, RESULT_PAGE.encode())
         search.write_text(
-            json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": result_page()}})
+            json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": endpoint}})
         )
         model_port, page_port = free_port(), free_port()
         people = [f"Persona{i}" for i in range(args.people)]

@@ -325,16 +325,18 @@ def test_install_script_in_a_throwaway_environment(
     checked = verify(folder, tmp_path)
     assert checked.returncode == 0 and "Unknown" not in checked.stderr, checked.stderr
     assert str(fresh / "venv" / "bin" / "python") in printed[service.WEB_UNIT]
-    doctor = subprocess.run(
-        [str(fresh / "venv" / "bin" / "enlace-assistant"), "doctor"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "✓ La búsqueda está configurada: duckduckgo (todavía no ha" in doctor.stdout, (
-        doctor.stdout
-    )
+
+    def doctor() -> str:  # the installed venv's own command, as the family would run it
+        return subprocess.run(
+            [str(fresh / "venv" / "bin" / "enlace-assistant"), "doctor"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+
+    checks = doctor()
+    assert "✓ La búsqueda está configurada: duckduckgo (todavía no ha" in checks, checks
     again = run().stdout
     for said in (
         "paquetes del sistema: ya están",
@@ -355,14 +357,8 @@ def test_install_script_in_a_throwaway_environment(
     )
     upgraded = run().stdout
     assert "enlace-agent: instalado en" in upgraded, upgraded
-    doctor = subprocess.run(
-        [str(fresh / "venv" / "bin" / "enlace-assistant"), "doctor"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "✓ Búsqueda lista: duckduckgo" in doctor.stdout, doctor.stdout
+    checks = doctor()
+    assert "✓ Búsqueda lista: duckduckgo" in checks, checks
 
 
 def test_install_start_status_and_model_switch_call_systemctl(
