@@ -359,8 +359,9 @@ def test_real_gguf_model_answers_through_the_assistant(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the 10-minute CPU chat model does not copy the question into its search yet "
-    "(issue 30, benchmarks/CHAT.md: argument fidelity 0 % in every run); strict, so a model "
+    reason="the 10-minute CPU chat model does not copy the question into its search: its base "
+    "has no induction heads (issue 30, benchmarks/CHAT.md: argument fidelity 0 % in every run, "
+    "benchmarks/copy_probe.py gap about 0 even after 17x the base's bytes); strict, so a model "
     "that starts copying turns this red until the mark is removed",
 )
 def test_real_gguf_model_searches_for_the_held_out_city(

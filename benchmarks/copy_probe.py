@@ -1,0 +1,131 @@
+"""Can a base model copy from its context? (issue 30: the chat model must copy the question's city
+into its search and the result's facts into its answer.)
+
+    uv run python benchmarks/copy_probe.py probe RUN_OR_CHECKPOINT [RUN_OR_CHECKPOINT ...]
+    uv run python benchmarks/copy_probe.py corpus OUT_DIR [--share 1.0]
+
+`probe` feeds held-out sentences of the built-in books as «A B A» (A: 20-40 bytes, B: 10-30 bytes,
+the val split, never trained on) and reports the model's greedy next-token accuracy, teacher-forced,
+on A's tokens the first time (what the language model alone predicts) and the second time, when
+the same tokens stand a few dozen positions back. A model with induction heads (attend to where
+the current token appeared before, predict what followed it) is near 100 % the second time; one
+without them gains nothing from the repetition, and the gap "second - first" is about zero. The
+chat model copies names and facts through the same mechanism, so a base with no gap here cannot
+learn to copy in a few hundred fine-tuning steps (benchmarks/CHAT.md).
+
+`corpus` writes a copy-heavy bytes corpus for `data.path` (kind: bytes): the built-in books' train
+split where, with probability --share, a short sentence comes back after the next one («A B A»),
+and the books' own val split unchanged, so bits/byte stays comparable with the plain runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+SENTENCE_END = re.compile(r"(?<=[.;:!?,])\s+")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.replace("\n", " ") for s in SENTENCE_END.split(text)]
+
+
+def probe_pairs(n: int = 100, seed: int = 1) -> list[tuple[str, str]]:
+    """n (A, B) pairs of consecutive held-out sentences, A 20-40 bytes and B 10-30 bytes."""
+    from enlace_data.sample import builtin_split
+
+    parts = _sentences(builtin_split("val").decode())
+    rng = random.Random(seed)
+    pairs: list[tuple[str, str]] = []
+    while len(pairs) < n:
+        i = rng.randrange(len(parts) - 1)
+        a, b = parts[i], parts[i + 1]
+        if 20 <= len(a.encode()) <= 40 and 10 <= len(b.encode()) <= 30:
+            pairs.append((a, b))
+    return pairs
+
+
+def copy_accuracy(
+    predict: Callable[[list[int]], list[int]],
+    encode: Callable[[str], list[int]],
+    pairs: list[tuple[str, str]],
+) -> tuple[float, float]:
+    """(first, second): top-1 accuracy on A's tokens after its first two, at each occurrence in
+    «A B A». `predict(ids)` gives the predicted next token at every position of `ids`."""
+    hits, counts = [0, 0], [0, 0]
+    for a, b in pairs:
+        prefix, span = encode(f"{a} {b} "), encode(a)
+        predicted = predict(prefix + span)
+        for k in range(2, len(span)):  # the first two tokens of a repeat are not yet a copy
+            for occurrence, start in enumerate((0, len(prefix))):
+                hits[occurrence] += predicted[start + k - 1] == span[k]
+                counts[occurrence] += 1
+    return hits[0] / counts[0], hits[1] / counts[1]
+
+
+def probe(path: str, pairs: list[tuple[str, str]]) -> tuple[float, float]:
+    """`copy_accuracy` of a run directory or checkpoint, greedy, with its own tokenizer."""
+    import torch
+    from enlace_data.tokenizer import load_tokenizer
+    from enlace_model.checkpoint import load_model, resolve_checkpoint
+
+    checkpoint = resolve_checkpoint(path)
+    model, tokenizer = load_model(checkpoint).eval(), load_tokenizer(checkpoint)
+
+    def predict(ids: list[int]) -> list[int]:
+        with torch.no_grad():
+            return model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
+
+    return copy_accuracy(predict, tokenizer.encode, pairs)
+
+
+def write_corpus(out: Path, share: float, seed: int = 0) -> tuple[int, int]:
+    """train.txt with repeated sentences and the untouched val.txt; (train bytes, repeats)."""
+    from enlace_data.sample import builtin_split
+
+    rng = random.Random(seed)
+    parts = SENTENCE_END.split(builtin_split("train").decode())
+    kept: list[str] = []
+    repeats = i = 0
+    while i < len(parts):
+        a = parts[i]
+        kept.append(a)
+        fits = i + 1 < len(parts) and 8 <= len(a) <= 60 and len(parts[i + 1]) <= 50
+        if fits and rng.random() < share:  # A B A within one 128-byte window
+            kept += [parts[i + 1], a]
+            repeats += 1
+            i += 1
+        i += 1
+    out.mkdir(parents=True, exist_ok=True)
+    train = " ".join(kept).encode()
+    (out / "train.txt").write_bytes(train)
+    (out / "val.txt").write_bytes(builtin_split("val"))
+    return len(train), repeats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("probe", help="copy accuracy of runs or checkpoints")
+    p.add_argument("models", nargs="+")
+    p.add_argument("--pairs", type=int, default=100)
+    c = sub.add_parser("corpus", help="write a copy-heavy bytes corpus")
+    c.add_argument("out", type=Path)
+    c.add_argument("--share", type=float, default=1.0)
+    args = parser.parse_args()
+    if args.command == "corpus":
+        size, repeats = write_corpus(args.out, args.share)
+        print(f"{args.out}: train.txt {size:,} bytes with {repeats:,} repeated sentences")
+        return
+    pairs = probe_pairs(args.pairs)
+    print(f"{'model':60} {'first':>7} {'second':>7} {'gap':>7}")
+    for path in args.models:
+        first, second = probe(path, pairs)
+        print(f"{path:60} {first:7.1%} {second:7.1%} {second - first:+7.1%}")
+
+
+if __name__ == "__main__":
+    main()

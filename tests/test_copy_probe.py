@@ -1,0 +1,79 @@
+"""benchmarks/copy_probe.py: the gap it reports tells a model that copies from one that cannot
+(issue 30 quotes it as the reason the CPU chat model does not copy names)."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("copy_probe", REPO / "benchmarks" / "copy_probe.py")
+assert spec and spec.loader
+copy_probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(copy_probe)
+
+
+def encode(text: str) -> list[int]:
+    return list(text.encode())
+
+
+def induction(ids: list[int]) -> list[int]:
+    """What an induction head does, by hand: find where the last three tokens appeared before and
+    predict what followed them there (else repeat the current token)."""
+    out = []
+    for t in range(len(ids)):
+        key = ids[max(0, t - 2) : t + 1]
+        match = next(
+            (j for j in range(t - 1, len(key) - 2, -1) if ids[j - len(key) + 1 : j + 1] == key),
+            None,
+        )
+        out.append(ids[match + 1] if match is not None else ids[t])
+    return out
+
+
+def test_a_model_that_copies_gains_from_the_repeat() -> None:
+    pairs = copy_probe.probe_pairs(50)
+    first, second = copy_probe.copy_accuracy(induction, encode, pairs)
+    assert second > 0.9 and second - first > 0.5, (first, second)
+
+
+def test_a_model_that_reads_only_the_current_token_gains_nothing() -> None:
+    """A bigram model (the next byte from the current one alone) predicts the same the second
+    time: the gap is exactly zero, however good its guesses."""
+    pairs = copy_probe.probe_pairs(50)
+    follows: dict[int, Counter[int]] = {}
+    for a, b in pairs:
+        ids = encode(f"{a} {b} {a}")
+        for x, y in itertools.pairwise(ids):
+            follows.setdefault(x, Counter())[y] += 1
+
+    def bigram(ids: list[int]) -> list[int]:
+        return [follows[x].most_common(1)[0][0] if x in follows else 32 for x in ids]
+
+    first, second = copy_probe.copy_accuracy(bigram, encode, pairs)
+    assert first == second and first > 0.2
+
+
+def test_the_probe_sentences_are_held_out_and_fit_the_smoke_context() -> None:
+    from enlace_data.sample import builtin_split
+
+    train = builtin_split("train").decode()
+    pairs = copy_probe.probe_pairs(100)
+    assert len(set(pairs)) > 90
+    for a, b in pairs:
+        assert len(encode(f"{a} {b} {a}")) <= 128  # configs/model/smoke.yaml's context
+    # val sentences, not train ones (a few short ones also occur in other books)
+    assert sum(a not in train for a, _ in pairs) > 80
+
+
+def test_the_copy_heavy_corpus_repeats_sentences_and_keeps_val(tmp_path: Path) -> None:
+    from enlace_data.sample import builtin_split
+
+    size, repeats = copy_probe.write_corpus(tmp_path / "c", share=1.0)
+    train = (tmp_path / "c" / "train.txt").read_text()
+    assert (tmp_path / "c" / "val.txt").read_bytes() == builtin_split("val")
+    assert size == len(train.encode()) and repeats > 10_000
+    plain, none = copy_probe.write_corpus(tmp_path / "p", share=0.0)
+    assert none == 0 and size > plain
