@@ -93,8 +93,13 @@ def write_corpus(out: Path, share: float, seed: int = 0) -> tuple[int, int]:
     while i < len(parts):
         a = parts[i]
         kept.append(a)
-        fits = i + 1 < len(parts) and 8 <= len(a) <= 60 and len(parts[i + 1]) <= 50
-        if fits and rng.random() < share:  # A B A within one 128-byte window
+        # A B A within one 128-byte window (the draw first: the corpora of CHAT.md)
+        if (
+            8 <= len(a) <= 60
+            and rng.random() < share
+            and i + 1 < len(parts)
+            and len(parts[i + 1]) <= 50
+        ):
             kept += [parts[i + 1], a]
             repeats += 1
             i += 1
