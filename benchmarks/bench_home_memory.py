@@ -30,12 +30,6 @@ from typing import Any
 import httpx
 from bench_web import _conftest  # pyright: ignore[reportPrivateUsage]
 
-RESULT_PAGE = """<html><body><table>
-<tr><td valign="top">1.&nbsp;</td><td><a rel="nofollow" class='result-link'
- href="https://www.aemet.es/es/eltiempo/prediccion/municipios/zaragoza-id50297">Zaragoza - AEMET</a></td></tr>
-<tr><td>&nbsp;</td><td class='result-snippet'>Mañana en Zaragoza: soleado, máxima de 24 grados.</td></tr>
-<tr><td>&nbsp;</td><td><span class='link-text'>www.aemet.es</span></td></tr>
-</table></body></html>"""
 QUESTIONS = (
     "¿Qué tiempo hará mañana en Zaragoza?",
     "Hola, ¿cómo estás?",
@@ -125,12 +119,9 @@ def main() -> int:
         models = root / "data" / "enlace" / "models"
         models.mkdir(parents=True)
         (models / CURRENT).symlink_to(args.model.resolve())
-        search = root / "search.yaml"
         # The searches answered on loopback by the tests' own local server (bench_web's helpers).
-        endpoint = _conftest()._start_server().reply("/lite/", 200, RESULT_PAGE.encode())
-        search.write_text(
-            json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": endpoint}})
-        )
+        helpers = _conftest()
+        search = helpers.weather_search(helpers._start_server(), root / "search.yaml")
         model_port, page_port = free_port(), free_port()
         people = [f"Persona{i}" for i in range(args.people)]
         settings: dict[str, Any] = {

@@ -206,6 +206,30 @@ def _start_server() -> LocalServer:
     return owner
 
 
+# One DuckDuckGo Lite result (Zaragoza's weather tomorrow), short enough for the smoke chat model's
+# context beside the tool specs, the question and the call: what every search of the real-model
+# tests and of benchmarks/bench_home_memory.py gets.
+WEATHER_PAGE = """<html><body><table>
+<tr><td valign="top">1.&nbsp;</td><td><a rel="nofollow" class='result-link'
+ href="https://www.aemet.es/es/eltiempo/prediccion/municipios/zaragoza-id50297">Zaragoza - AEMET</a></td></tr>
+<tr><td>&nbsp;</td><td class='result-snippet'>Mañana en Zaragoza: soleado, máxima de 24 grados.</td></tr>
+<tr><td>&nbsp;</td><td><span class='link-text'>www.aemet.es</span></td></tr>
+</table></body></html>"""
+
+
+def weather_search(server: LocalServer, path: Path) -> Path:
+    """A search config at `path` whose one provider, DuckDuckGo, is `server` serving WEATHER_PAGE."""
+    url = server.reply("/lite/", 200, WEATHER_PAGE.encode())
+    path.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
+    return path
+
+
+@pytest.fixture
+def weather_search_config(http_server: LocalServer, tmp_path: Path) -> Path:
+    """tmp_path/search.yaml: `weather_search` on this test's local server."""
+    return weather_search(http_server, tmp_path / "search.yaml")
+
+
 @pytest.fixture
 def http_server() -> Iterator[LocalServer]:
     owner = _start_server()

@@ -262,16 +262,6 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# One short result: the smoke chat model's context (1,536 bytes) holds the tool specs, the question,
-# the call and this result, with room for the answer.
-WEATHER_PAGE = """<html><body><table>
-<tr><td valign="top">1.&nbsp;</td><td><a rel="nofollow" class='result-link'
- href="https://www.aemet.es/es/eltiempo/prediccion/municipios/zaragoza-id50297">Zaragoza - AEMET</a></td></tr>
-<tr><td>&nbsp;</td><td class='result-snippet'>Mañana en Zaragoza: soleado, máxima de 24 grados.</td></tr>
-<tr><td>&nbsp;</td><td><span class='link-text'>www.aemet.es</span></td></tr>
-</table></body></html>"""
-
-
 @contextlib.contextmanager
 def _real_llama_server(log: Path) -> Iterator[str]:
     """llama.cpp's `llama-server --jinja` serving the chat model of `scripts/chat-cpu.sh` (the
@@ -320,16 +310,13 @@ def _real_llama_server(log: Path) -> Iterator[str]:
 SMALL_MODEL_PROMPT = "Eres Enlace, un asistente familiar que habla español."
 
 
-def _zaragoza_turn(http_server: Any, tmp_path: Path) -> list[Any]:
+def _zaragoza_turn(search: Path, tmp_path: Path) -> list[Any]:
     """The events of «¿Qué tiempo hará mañana en Zaragoza?» (a city held out of the SFT data)
-    asked of the real model, its search answered by the local fixture page."""
+    asked of the real model, its search answered by the local fixture page (`search`, its config)."""
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.assistant import build_assistant
 
-    url = http_server.reply("/lite/", 200, WEATHER_PAGE.encode())
-    search = tmp_path / "search.yaml"
-    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
     with _real_llama_server(tmp_path / "server.log") as base:
         config = AssistantConfig(
             base_url=base,
@@ -341,13 +328,13 @@ def _zaragoza_turn(http_server: Any, tmp_path: Path) -> list[Any]:
 
 
 def test_real_gguf_model_answers_through_the_assistant(
-    http_server: Any, tmp_path: Path, clean_env: dict[str, str]
+    weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
     """The real model answers through the assistant after calling the search tool against the
     local fixture, and cites what the search showed."""
     from enlace_agent.assistant import ToolCallFinished, TurnEnd
 
-    events = _zaragoza_turn(http_server, tmp_path)
+    events = _zaragoza_turn(weather_search_config, tmp_path)
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.text.strip()
     calls = [e for e in events if isinstance(e, ToolCallFinished)]
@@ -365,13 +352,13 @@ def test_real_gguf_model_answers_through_the_assistant(
     "that starts copying turns this red until the mark is removed",
 )
 def test_real_gguf_model_searches_for_the_held_out_city(
-    http_server: Any, tmp_path: Path, clean_env: dict[str, str]
+    weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
     """The search carries the question: the held-out city, copied from it (never seen in
     training, so a model that only learned the format searches for a city it remembers)."""
     from enlace_agent.assistant import TurnEnd
 
-    end = _zaragoza_turn(http_server, tmp_path)[-1]
+    end = _zaragoza_turn(weather_search_config, tmp_path)[-1]
     assert isinstance(end, TurnEnd)
     queries = [
         str(json.loads(c["function"]["arguments"]).get("consulta", ""))
@@ -422,15 +409,12 @@ def _recording_proxy(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]
 
 
 def test_real_gguf_model_remembers_then_uses_the_memory(
-    http_server: Any, tmp_path: Path, clean_env: dict[str, str], chat: Any
+    weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
 ) -> None:
     """Issue 27's round trip through the real model: «Recuerda que mi hija se llama Lucía» as Ana
     makes it call `recordar`, the store keeps what the call said, and a new conversation's prompt
     carries that memory. The tiny model need not copy the words well (issue 30): the test follows
     what its call said, not the sentence."""
-    url = http_server.reply("/lite/", 200, WEATHER_PAGE.encode())  # were it to search instead
-    search = tmp_path / "search.yaml"
-    search.write_text(json.dumps({"providers": ["duckduckgo"], "duckduckgo": {"endpoint": url}}))
     with (
         _real_llama_server(tmp_path / "server.log") as base,
         _recording_proxy(base) as (proxy, bodies),
@@ -443,7 +427,7 @@ def test_real_gguf_model_remembers_then_uses_the_memory(
                     "stream": False,
                     "temperature": 0.0,
                     "system_prompt": SMALL_MODEL_PROMPT,
-                    "search_config": str(search),
+                    "search_config": str(weather_search_config),  # were it to search
                     "web": {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]},
                 }
             )
