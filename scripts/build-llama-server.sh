@@ -21,7 +21,16 @@ sha256=$(sed -n 's/^sdist = .*hash = "sha256:\([0-9a-f]*\)".*/\1/p' <<<"$entry" 
 [ -n "$version" ] && [ -n "$sha256" ] || { echo "llama-cpp-python's sdist is not in uv.lock" >&2; exit 1; }
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/enlace/llama.cpp-$version"
 bin="$cache/build/bin/llama-server"
-if [ ! -x "$bin" ] || [ ! -f "$cache/build/bin/libllama.so" ]; then
+built() { [ -x "$bin" ] && [ -f "$cache/build/bin/libllama.so" ]; }
+if ! built; then
+  # One build at a time per version (two test stages, a developer beside CI, two installs): a second
+  # run waits here, then finds the binary; without the lock its `rm -rf build` pulled the folder from
+  # under the first one's compiler (tests/test_build_llama_server.py).
+  mkdir -p "$cache"
+  exec 9>"$cache.lock"
+  flock 9
+fi
+if ! built; then
   start=$SECONDS
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
