@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
@@ -92,6 +93,33 @@ def test_refused_files_keep_the_current_version(
     assert not (models / "bad").exists()
     assert [p.name for p in models.iterdir() if p.name.startswith(".install")] == []
     assert mv.current_name(models) == "good"
+
+
+def test_deeply_nested_metadata_is_refused_and_keeps_the_current_version(
+    gguf: Callable[..., Path], in_process: Callable[..., Any], config: Path, tmp_path: Path
+) -> None:
+    """An array of an array of ... 50,000 deep (each holding one): a RecursionError once."""
+    good = gguf(tmp_path / "good.gguf")
+    ran = in_process(
+        main, "model", "install", str(good), "--name", "good", "--use", "--config", str(config)
+    )
+    assert ran.returncode == 0, ran.stderr
+    key = b"general.bomb"
+    nested = (
+        struct.pack("<IIQ", 9, 9, 1)
+        + struct.pack("<IQ", 9, 1) * 49_999
+        + struct.pack("<IQ", 4, 1)
+        + struct.pack("<I", 7)
+    )
+    head = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key + nested
+    bomb = tmp_path / "bomb.gguf"
+    bomb.write_bytes(head)
+    ran = in_process(main, "model", "install", str(bomb), "--name", "bomb", "--config", str(config))
+    assert ran.returncode == 2, ran.stderr
+    assert "anida" in ran.stderr and "general.bomb" in ran.stderr, ran.stderr
+    assert "inesperado" not in ran.stderr and "Traceback" not in ran.stderr
+    models = tmp_path / "models"
+    assert not (models / "bomb").exists() and mv.current_name(models) == "good"
 
 
 def test_use_refuses_a_changed_file(

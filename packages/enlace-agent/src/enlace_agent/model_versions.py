@@ -33,6 +33,7 @@ from typing import IO, Any
 from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.settings import data_dir
+from enlace_agent.shared import one_line
 
 MAGIC = b"GGUF"
 CURRENT = "current.gguf"
@@ -47,6 +48,9 @@ BLOCKS: dict[int, tuple[int, int]] = {
     9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210),
     15: (256, 292), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2),
 }  # fmt: skip
+# Arrays of arrays nested deeper than this are refused (llama.cpp reads none nested at all; the
+# gguf writer nests one or two): a file nesting 50,000 would exhaust Python's recursion.
+MAX_NESTING = 8
 SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
            11: "<q", 12: "<d"}  # fmt: skip
 
@@ -89,7 +93,15 @@ def read_gguf(path: Path) -> dict[str, Any]:
             alignment = 32
             for _ in range(kvs):
                 key = _string(f, size)
-                value = _value(f, struct.unpack("<I", _exact(f, 4))[0], size)
+                try:
+                    value = _value(f, struct.unpack("<I", _exact(f, 4))[0], size)
+                except _TooDeep:
+                    raise ModelRefused(
+                        f"{path.name} está dañado o no es un modelo: su metadato "
+                        f"«{one_line(key)[:80]}» anida listas dentro de listas más de "
+                        f"{MAX_NESTING} niveles (un modelo de verdad no pasa de dos). Vuelve a "
+                        "exportarlo o a descargarlo."
+                    ) from None
                 if key.startswith("general."):
                     found[key] = value
                 if key == "general.alignment" and isinstance(value, int) and value > 0:
@@ -133,7 +145,11 @@ def _string(f: IO[bytes], size: int) -> str:
     return _exact(f, n).decode()
 
 
-def _value(f: IO[bytes], kind: int, size: int) -> Any:
+class _TooDeep(Exception):
+    """A metadata value nests arrays more than MAX_NESTING levels."""
+
+
+def _value(f: IO[bytes], kind: int, size: int, depth: int = 0) -> Any:
     if kind in SCALARS:
         fmt = SCALARS[kind]
         return struct.unpack(fmt, _exact(f, struct.calcsize(fmt)))[0]
@@ -143,7 +159,9 @@ def _value(f: IO[bytes], kind: int, size: int) -> Any:
         item, count = struct.unpack("<IQ", _exact(f, 12))
         if count > size:
             raise EOFError
-        values = [_value(f, item, size) for _ in range(count)]
+        if item == 9 and depth >= MAX_NESTING:
+            raise _TooDeep
+        values = [_value(f, item, size, depth + 1) for _ in range(count)]
         return values if count <= 64 else f"({count} valores)"
     raise EOFError  # an unknown type: cannot be skipped safely
 
