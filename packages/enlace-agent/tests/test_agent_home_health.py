@@ -106,6 +106,57 @@ def test_doctor_read_only_database(
     assert "no admite escritura" in lines(ran.stdout)["database"]
 
 
+def test_doctor_damaged_pages(
+    in_process: Callable[..., Any], model_server: Any, tmp_path: Path
+) -> None:
+    """The header and the write lock are fine, one page in the middle is garbage: `memory list`
+    would fail, so the doctor must not say the history is well."""
+    from enlace_agent.web.store import Store
+
+    config = write_config(tmp_path, model_server.base_url)
+    path = tmp_path / "web.sqlite3"
+    Store(path)
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE filler(x TEXT)")
+        db.executemany("INSERT INTO filler VALUES (?)", [("palabra " * 50,)] * 400)
+    db.close()
+    data = bytearray(path.read_bytes())
+    page = len(data) // 4096 - 10
+    data[4096 * page : 4096 * (page + 1)] = b"\xff" * 4096
+    path.write_bytes(data)
+    ran = in_process(main, "doctor", "--config", str(config))
+    assert ran.returncode == 1, ran.stdout
+    found = lines(ran.stdout)["database"]
+    assert found.startswith("✗") and "dañado" in found and "snapshot restore" in found
+
+
+def test_doctor_model_version_without_its_file(
+    in_process: Callable[..., Any],
+    model_server: Any,
+    gguf: Callable[..., Path],
+    tmp_path: Path,
+    web_page: Callable[..., Any],
+) -> None:
+    """The server still answers (it holds the model in memory), but the version in use has lost
+    its file: the next restart would find no model. Doctor and /api/health say so."""
+    from enlace_agent import model_versions as mv
+
+    models = tmp_path / "models"
+    config = write_config(tmp_path, model_server.base_url, home={"models_dir": str(models)})
+    mv.use(models, mv.install(models, gguf(tmp_path / "a.gguf"), "v1").name)
+    assert lines(in_process(main, "doctor", "--config", str(config)).stdout)["model"].startswith(
+        "✓"
+    )
+    (models / "v1" / mv.MODEL_FILE).unlink()
+    ran = in_process(main, "doctor", "--config", str(config))
+    assert ran.returncode == 1, ran.stdout
+    found = lines(ran.stdout)["model"]
+    assert found.startswith("✗") and "v1" in found and "model use" in found, found
+    page = web_page(home={"models_dir": str(models)})
+    checks = page.client().get("/api/health").json()["checks"]
+    assert checks[0]["status"] == "fail" and "v1" in checks[0]["message"]
+
+
 def test_doctor_names_a_verified_snapshot(
     in_process: Callable[..., Any], model_server: Any, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from enlace_config.schema.agent import AssistantConfig
 
+from enlace_agent.model_versions import lost_version, models_dir
 from enlace_agent.search.chain import SearchChain
 from enlace_agent.shared import as_array, as_object, loads_object
 from enlace_agent.web.store import SCHEMA_VERSION
@@ -56,9 +57,22 @@ def public_url(url: str) -> str:
 
 
 # ---------------------------------------------------------------- the model server
-def check_model(config: AssistantConfig, api_key: str | None) -> Check:
+def check_model(config: AssistantConfig, api_key: str | None, models: Path | None = None) -> Check:
     """The model server answers /models and serves `config.model`; llama-server's /health (at
-    the server's root) tells a model still loading from one that is ready."""
+    the server's root) tells a model still loading from one that is ready. With `models` (the
+    installed versions' folder), the version in use must still have its whole file: a server
+    that still answers holds it in memory, but would not start again."""
+    if models is not None and (lost := lost_version(models)) is not None:
+        return Check(
+            "model",
+            "fail",
+            f"La versión del modelo en uso ({lost}) ha perdido su fichero en {models} (borrado o "
+            "cambiado): si el servidor del modelo aún responde es porque lo tiene cargado, pero no "
+            "volverá a arrancar. Elige otra versión («enlace-assistant model list» y «model use "
+            "NOMBRE», o «model rollback») o vuelve a instalar el fichero con «enlace-assistant "
+            "model install FICHERO --use».",
+            {"lost_version": lost},
+        )
     timeout = config.web.home.probe_timeout_s
     base = config.base_url.rstrip("/")
     where = public_url(base)
@@ -190,6 +204,9 @@ def check_database(path: Path, timeout_s: float) -> Check:
             version: int = db.execute("PRAGMA user_version").fetchone()[0]
             db.execute("BEGIN IMMEDIATE")
             db.rollback()
+            # A damaged page deep in the file passes the two above; reading it would fail later.
+            if db.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+                raise sqlite3.DatabaseError("quick_check found damage")
     except sqlite3.OperationalError as exc:
         busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
         why = (
@@ -293,7 +310,9 @@ def run_checks(
     except SearchUnavailable as exc:
         search = check_search(None, str(exc))
     return [
-        check_model(config, env.get(config.api_key_env, "").strip() or None),
+        check_model(
+            config, env.get(config.api_key_env, "").strip() or None, models_dir(config, env)
+        ),
         search,
         check_database(database, config.web.database_timeout_s),
         check_disk(database.parent, home.min_free_disk_mb),

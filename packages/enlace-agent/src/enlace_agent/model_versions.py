@@ -202,6 +202,21 @@ def current_name(folder: Path) -> str | None:
     return Path(os.readlink(link)).parent.name if link.is_symlink() else None
 
 
+def lost_version(folder: Path) -> str | None:
+    """The current version's name when its file is gone or no longer has the size it was
+    installed with (the model service would not start on it again); None when it is whole or
+    there is no current version."""
+    name = current_name(folder)
+    if name is None:
+        return None
+    try:
+        size = (folder / CURRENT).stat().st_size
+    except OSError:
+        return name
+    recorded = next((v.size for v in versions(folder) if v.name == name), size)
+    return name if size != recorded else None
+
+
 def versions(folder: Path) -> list[Version]:
     """The installed versions, oldest first."""
     now = current_name(folder)
