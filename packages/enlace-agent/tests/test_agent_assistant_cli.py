@@ -135,6 +135,49 @@ def test_unknown_model_names_the_served_ones(
     assert code == 1 and "no sirve el modelo «otro» (sirve: enlace-chat)" in err
 
 
+CONTEXT_ERROR = {
+    "error": {
+        "code": 400,
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 5000,
+        "n_ctx": 4096,
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("failure", "needles"),
+    [
+        ("500", ["falló al responder (HTTP 500", "enlace-model"]),
+        ("503", ["está cargando el modelo", "dentro de un minuto"]),
+        ("context", ["no cabe en el contexto del modelo", "4096", "context_size"]),
+        ("cut", ["se cortó a mitad de la respuesta", "vuelve a preguntar"]),
+    ],
+)
+def test_each_model_failure_is_named_with_what_to_do(
+    chat: Any,
+    model_server: Any,
+    setup_files: Path,
+    clean_env: dict[str, str],
+    failure: str,
+    needles: list[str],
+) -> None:
+    steps = {
+        "500": lambda: model_server.status(500, {"error": {"message": "boom: CUDA OOM"}}),
+        "503": lambda: model_server.status(
+            503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+        ),
+        "context": lambda: model_server.status(400, CONTEXT_ERROR),
+        "cut": model_server.drop,
+    }
+    model_server.script = [steps[failure]()]
+    code, _, err = chat("--config", str(setup_files), "--once", "hola")
+    assert code == 1 and "no se entiende" not in err and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -48,6 +48,31 @@ class ModelResponseError(ModelError):
     unexpected shape, or a stream cut before its end."""
 
 
+class ModelServerFailed(ModelResponseError):
+    """The server failed inside (HTTP 5xx other than 503): out of memory, a crash, a bug."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class StreamCut(ModelResponseError):
+    """The connection broke, or the stream ended, before the answer was complete."""
+
+
+class ContextExceeded(ModelResponseError):
+    """The request does not fit the model's context (llama-server's HTTP 400
+    `exceed_context_size_error`, an OpenAI-style `context_length_exceeded`). `prompt_tokens` and
+    `context_tokens` are the server's own counts, when it gives them."""
+
+    def __init__(
+        self, message: str, prompt_tokens: int | None = None, context_tokens: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
+
+
 class AnswerTooLong(ModelResponseError):
     """The answer passed `max_answer_chars` characters (or `max_response_bytes` bytes as sent):
     what came before the limit was already given; the rest is not read."""
@@ -63,6 +88,10 @@ class ModelNotFound(ModelError):
 
 class ModelRefused(ModelError):
     """The server refused the request's credentials (HTTP 401/403)."""
+
+
+class ModelLoading(ModelUnavailable):
+    """The server answers 503: it is still loading the model (or cannot take a request now)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +202,7 @@ class ChatClient:
             return ModelTimeout(
                 f"the model server at {self.base_url} did not answer in time ({type(exc).__name__})"
             )
-        return ModelResponseError(
+        return StreamCut(
             f"the connection to the model server at {self.base_url} broke before the answer "
             f"ended ({type(exc).__name__})"
         )
@@ -189,7 +218,11 @@ class ChatClient:
         if status == 404:
             served = self._served_models(http)
             return ModelNotFound(f"{where} (model {self.config.model!r})", served)
-        return ModelResponseError(where)
+        if status == 503:
+            return ModelLoading(where)
+        if status >= 500:
+            return ModelServerFailed(where, status)
+        return _context_error(data, where) or ModelResponseError(where)
 
     def _served_models(self, http: httpx.Client) -> tuple[str, ...]:
         """What GET /models lists (best effort: empty when the server does not say)."""
@@ -280,7 +313,7 @@ class ChatClient:
             finish = _finish(choice) or finish
         else:
             if finish is None:
-                raise ModelResponseError(
+                raise StreamCut(
                     f"the model server at {self.base_url} ended the stream before the answer was "
                     "complete"
                 )
@@ -304,9 +337,9 @@ class ChatClient:
                 f"{self._clean(text[:200])!r}"
             )
         if data.get("error") is not None:
-            raise ModelResponseError(
-                f"the model server at {self.base_url} reported an error: {self._clean(_said(data))}"
-            )
+            where = f"the model server at {self.base_url} reported an error: "
+            where += self._clean(_said(data))
+            raise _context_error(data, where) or ModelResponseError(where)
         return data
 
 
@@ -343,6 +376,25 @@ def _said(data: Mapping[str, Any]) -> str:
     if isinstance(detail.get("message"), str):
         return detail["message"]
     return str(error if error is not None else data)
+
+
+# How servers say a request does not fit the model's context: llama-server's error type and
+# message, OpenAI's (and vLLM's) code and message.
+_CONTEXT_SAID = re.compile(
+    r"exceed_context_size|exceeds the available context size|context_length_exceeded|"
+    r"maximum context length",
+    re.IGNORECASE,
+)
+
+
+def _context_error(data: Mapping[str, Any] | None, where: str) -> ContextExceeded | None:
+    """A `ContextExceeded` when the error body says the request does not fit the context."""
+    detail = as_object((data or {}).get("error")) or {}
+    if not _CONTEXT_SAID.search(f"{detail.get('type', '')} {detail.get('code', '')} {where}"):
+        return None
+    counts = [detail.get(k) for k in ("n_prompt_tokens", "n_ctx")]
+    prompt, context = (c if isinstance(c, int) and c > 0 else None for c in counts)
+    return ContextExceeded(where, prompt, context)
 
 
 def _first_choice(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -236,11 +236,25 @@ def _explain_cut(stopped: str, assistant: Assistant) -> str:
 
 
 def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[str]) -> str:
-    from enlace_agent.assistant import ModelNotFound, ModelRefused, ModelTimeout, ModelUnavailable
+    from enlace_agent.assistant import (
+        ContextExceeded,
+        ModelLoading,
+        ModelNotFound,
+        ModelRefused,
+        ModelServerFailed,
+        ModelTimeout,
+        ModelUnavailable,
+        StreamCut,
+    )
     from enlace_agent.shared import redact
 
     config = assistant.config
-    if isinstance(exc, ModelUnavailable):
+    if isinstance(exc, ModelLoading):
+        why = (
+            f"el servidor de modelos en {config.base_url} está cargando el modelo (o no puede "
+            "atender ahora): vuelve a preguntar dentro de un minuto."
+        )
+    elif isinstance(exc, ModelUnavailable):
         why = (
             f"no hay ningún servidor de modelos respondiendo en {config.base_url}. Arráncalo "
             f"(por ejemplo {START_SERVER}) o corrige base_url en assistant.yaml (o --base-url)."
@@ -261,8 +275,35 @@ def _explain_model_error(exc: ModelError, assistant: Assistant, secrets: list[st
             f"el servidor de modelos en {config.base_url} no respondió a tiempo. Inténtalo de "
             "nuevo, o sube read_timeout_s en assistant.yaml si el modelo es lento."
         )
+    elif isinstance(exc, ContextExceeded):
+        size = f" ({exc.context_tokens} tokens)" if exc.context_tokens else ""
+        why = (
+            f"la pregunta no cabe en el contexto del modelo{size}, ni dejando fuera lo más "
+            "antiguo de la conversación: el prompt, los recuerdos y la pregunta ya lo llenan. "
+            "Acorta la pregunta o empieza una conversación nueva; para darle más contexto, sube "
+            "web.home.context_size en assistant.yaml (el --ctx-size de llama-server, repartido "
+            "entre web.home.parallel conversaciones) y vuelve a ejecutar «enlace-assistant "
+            "service install»."
+        )
+    elif isinstance(exc, ModelServerFailed):
+        why = (
+            f"el servidor de modelos falló al responder (HTTP {exc.status}: sin memoria o un "
+            "fallo interno). Mira su registro («journalctl --user -u enlace-model» o la salida "
+            "de llama-server) y vuelve a preguntar; si se repite, reinícialo («systemctl --user "
+            "restart enlace-model»)."
+        )
+    elif isinstance(exc, StreamCut):
+        why = (
+            "la conexión con el servidor de modelos se cortó a mitad de la respuesta (¿se "
+            "reinició o se quedó sin memoria?): vuelve a preguntar; si se repite, mira su "
+            "registro («journalctl --user -u enlace-model»)."
+        )
     else:
-        why = "el servidor de modelos respondió algo que no se entiende."
+        why = (
+            f"el servidor de modelos en {config.base_url} respondió algo que no se entiende: "
+            "comprueba que base_url apunta a un servidor compatible con OpenAI (llama-server, "
+            "Ollama /v1, vLLM)."
+        )
     # The server's own words are English (and may quote a model's output): the log's, not here.
     logging.getLogger("enlace_agent.assistant").debug("model server error: %s", exc)
     return redact(f"{why} (Con --debug se ve el detalle técnico.)", secrets)
