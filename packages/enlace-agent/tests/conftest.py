@@ -432,6 +432,26 @@ class ScriptedModel:
 
         return step
 
+    def within_context(self, n_ctx: int, step: Step, *, chars_per_token: int = 4) -> Step:
+        """llama-server with a context of `n_ctx` tokens: a request whose messages and tools
+        count more (one token per `chars_per_token` characters of their JSON) gets its HTTP 400
+        `exceed_context_size_error`, with the counts, and the step stays for the next request;
+        one that fits is answered by `step`."""
+
+        def fits(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            sent = json.dumps([body["messages"], body.get("tools")], ensure_ascii=False)
+            tokens = len(sent) // chars_per_token
+            if tokens < n_ctx:
+                step(h, body)
+                return
+            self.script.insert(0, fits)
+            said = f"request ({tokens} tokens) exceeds the available context size ({n_ctx} tokens)"
+            error = {"code": 400, "message": said + ", try increasing it"}
+            error |= {"type": "exceed_context_size_error", "n_prompt_tokens": tokens}
+            send(h, 400, json.dumps({"error": error | {"n_ctx": n_ctx}}), "application/json")
+
+        return fits
+
 
 def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
     return {

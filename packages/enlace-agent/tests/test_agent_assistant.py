@@ -280,3 +280,54 @@ def test_budget_spent_in_tools_ends_the_turn_with_a_well_formed_history(
     assert [a["tool_call_id"] for a in answers] == [c["id"] for c in calls]  # every call answered
     assert answers[1]["content"] == "Error: no se ejecutó: se acabó el tiempo."
     assert len(model_server.bodies) == 1  # the model was not asked again
+
+
+def long_history(turns: int, chars: int = 400) -> list[dict[str, Any]]:
+    """A conversation of `turns` questions and answers, each about `chars` characters."""
+    history: list[dict[str, Any]] = []
+    for i in range(turns):
+        history.append({"role": "user", "content": f"Pregunta {i}: " + "palabra " * (chars // 8)})
+        history.append(
+            {"role": "assistant", "content": f"Respuesta {i}: " + "dato " * (chars // 5)}
+        )
+    return history
+
+
+@pytest.mark.parametrize("server_says_its_context", [False, True])
+def test_a_long_conversation_is_fitted_to_the_context(
+    model_server: Any, search_tool: SearchTool, server_says_its_context: bool
+) -> None:
+    """30 turns of about 12,000 tokens against a 2,000-token context: the newest turns, the
+    system prompt and the question reach the model, the older turns are left out and the turn
+    says how many; the history kept for the next turn is whole."""
+    if server_says_its_context:  # llama-server's /v1/models: the slot's n_ctx in `meta`
+        model_server.server.reply_json(
+            "/v1/models", 200, {"data": [{"id": "enlace-chat", "meta": {"n_ctx": 2000}}]}
+        )
+    model_server.script = [model_server.within_context(2000, model_server.say("Sí."))]
+    history = long_history(30)
+    end = end_of(run(make(model_server, search_tool), "¿Y la última?", history))
+    assert end.text == "Sí." and end.stopped is None
+    sent = model_server.bodies[-1]["messages"]
+    assert sent[0]["role"] == "system" and sent[-1] == {"role": "user", "content": "¿Y la última?"}
+    assert sent[-3:-1] == history[-2:]  # the newest turn
+    assert sent[1]["role"] == "user"  # whole turns: never an answer without its question
+    kept = (len(sent) - 2) // 2
+    assert 0 < kept < 30 and end.left_out == 30 - kept
+    assert end.to_dict()["left_out"] == end.left_out
+    assert list(end.messages[:-2]) == history  # stored whole: trimming is what is sent
+    if server_says_its_context:  # fitted before asking: no refused request
+        assert len(model_server.bodies) == 1
+
+
+def test_a_question_too_long_for_the_context_is_named(
+    model_server: Any, search_tool: SearchTool
+) -> None:
+    from enlace_agent.assistant import ContextExceeded
+
+    model_server.script = [model_server.within_context(300, model_server.say("Sí."))]
+    with pytest.raises(ContextExceeded) as caught:
+        run(make(model_server, search_tool), "palabra " * 400, long_history(3))
+    assert caught.value.context_tokens == 300
+    last = model_server.bodies[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user"]  # every old turn was left out first

@@ -119,6 +119,21 @@ def test_a_conversation_keeps_its_history(
     assert roles == ["system", "user", "assistant", "user"]
 
 
+def test_the_terminal_says_when_old_turns_were_left_out(
+    chat: Any, model_server: Any, setup_files: Path, clean_env: dict[str, str]
+) -> None:
+    """A model whose /v1/models says its context is tiny: the second question goes without the
+    first turn, and the person reads why (stderr), the answer staying on stdout."""
+    model_server.server.reply_json(
+        "/v1/models", 200, {"data": [{"id": "enlace-chat", "meta": {"n_ctx": 256}}]}
+    )
+    model_server.script = [model_server.say("Vale."), model_server.say("Sí.")]
+    code, out, err = chat("--config", str(setup_files), stdin="Primera\nSegunda\nsalir\n")
+    assert code == 0 and "Sí." in out and "no he tenido en cuenta" not in out
+    assert err.count("no he tenido en cuenta la primera pregunta") == 1, err
+    assert [m["role"] for m in model_server.bodies[1]["messages"]] == ["system", "user"]
+
+
 def test_server_down_exits_1_in_spanish(
     chat: Any, refused_url: str, setup_files: Path, clean_env: dict[str, str]
 ) -> None:

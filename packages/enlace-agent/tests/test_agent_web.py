@@ -18,7 +18,7 @@ from enlace_config.schema.agent import AssistantConfig, WebConfig
 from pydantic import ValidationError
 
 from enlace_agent.web import SCHEMA_VERSION, Store, StoreError, WebSetupError, resolve_tokens
-from enlace_agent.web.app import MODEL_DOWN
+from enlace_agent.web.app import MODEL_CONTEXT, MODEL_DOWN
 from enlace_agent.web.store import MIGRATIONS
 
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
@@ -219,6 +219,31 @@ def test_model_down_is_a_clear_spanish_message_kept_in_the_history(
         ("user", "¿Hay alguien?"),
         ("error", MODEL_DOWN),
     ]
+
+
+def test_a_long_conversation_says_what_was_left_out_and_names_a_context_error(
+    web_page: Callable[..., Any], model_server: Any, tmp_path: Path
+) -> None:
+    """The model's context holds the prompt and one long question: the next question of the
+    conversation is answered without the first turn, and the page is told; a question that
+    alone does not fit is named in Spanish (not «Inténtalo de nuevo»)."""
+    page = web_page()
+    ana = page.login("Ana")
+    model_server.script = [model_server.say("Entendido.")]
+    cid = ask(ana, "Te cuento: " + "palabra " * 300)
+    assert events(ana, cid)[-1]["left_out"] == 0
+    first = model_server.bodies[0]
+    n_ctx = len(json.dumps([first["messages"], first["tools"]], ensure_ascii=False)) // 4 - 300
+    model_server.script = [model_server.within_context(n_ctx, model_server.say("Sí."))]
+    ana.post(f"/api/conversations/{cid}/messages", json={"text": "¿Y ahora?"})
+    end = events(ana, cid)[-1]
+    assert end["type"] == "end" and end["text"] == "Sí." and end["left_out"] == 1
+    assert "no he tenido en cuenta la primera pregunta" in end["left_out_notice"]
+    assert len(Store(tmp_path / "web.sqlite3").history("Ana", cid)) == 4  # whole, for later
+    model_server.script = [model_server.within_context(n_ctx, model_server.say("No."))]
+    ana.post(f"/api/conversations/{cid}/messages", json={"text": "otra " * 700})
+    error = events(ana, cid)[-1]
+    assert error["type"] == "error" and error["message"] == MODEL_CONTEXT
 
 
 def test_a_silent_model_ends_at_the_time_budget_not_a_spinner(

@@ -141,6 +141,8 @@ class ChatClient:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         self._key = api_key
+        self._context: int | None = config.context_tokens  # tokens; None: not known (yet)
+        self._context_asked = config.context_tokens is not None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream"}
@@ -194,6 +196,31 @@ class ChatClient:
                 if watchdog.fired or time.monotonic() >= deadline:
                     raise BudgetExceeded(OUT_OF_TIME) from None
                 raise self._transport_error(exc) from None
+
+    def context_tokens(self) -> int | None:
+        """Tokens of one conversation's context: `config.context_tokens`, else what the server
+        says (llama-server: `meta.n_ctx` of the model in GET /models, its slot's context), asked
+        once; None when it does not say or cannot be asked now."""
+        if not self._context_asked:
+            timeout = httpx.Timeout(self.config.connect_timeout_s)
+            try:
+                with httpx.Client(timeout=timeout) as http:
+                    data = loads_object(
+                        http.get(self.base_url + "/models", headers=self._headers()).content
+                    )
+            except httpx.HTTPError:
+                return self._context  # not answering now: asked again next time
+            entries = [as_object(e) or {} for e in as_array((data or {}).get("data")) or []]
+            ours = [e for e in entries if e.get("id") == self.config.model] or entries[:1]
+            n_ctx = (as_object(ours[0].get("meta")) or {}).get("n_ctx") if ours else None
+            self._context = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+            self._context_asked = True
+        return self._context
+
+    def learn_context(self, exc: ContextExceeded) -> None:
+        """A server that refused a request as too long said its context: believe it."""
+        if exc.context_tokens is not None and self.config.context_tokens is None:
+            self._context, self._context_asked = exc.context_tokens, True
 
     def _transport_error(self, exc: Exception) -> ModelError:
         if isinstance(exc, httpx.ConnectError):

@@ -7,11 +7,18 @@ back as an error message. Up to `max_tool_rounds` rounds (the last request offer
 model must answer), `time_budget_s` seconds, and `max_answer_chars` per answer of the model (a
 longer one is cut with a note). `TurnEnd.messages` is the next turn's `history`,
 without the system prompt.
+
+A long conversation is fitted to the model's context (`ChatClient.context_tokens`): the system
+prompt (with the memories), the question and this turn's tool calls always go, then the newest
+whole turns that fit, leaving `answer_room_tokens` for the answer; a request the server still
+refuses as too long is sent again with fewer old turns. `TurnEnd.left_out` says how many older
+turns the model did not see; the history kept is whole.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,7 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent.assistant.client import AnswerTooLong, BudgetExceeded, ChatClient, ToolCall
+from enlace_agent.assistant.client import (
+    AnswerTooLong,
+    BudgetExceeded,
+    ChatClient,
+    ContextExceeded,
+    ToolCall,
+)
 from enlace_agent.assistant.prompt import memory_block, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
 from enlace_agent.toolkit import Source, Tool, ToolContext, ToolResult, preview, tool_name
@@ -38,6 +51,15 @@ Message = dict[str, Any]
 NOTE_ROUNDS = "(He llegado al límite de búsquedas para esta pregunta; respondo con lo que tengo.)"
 NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
 NOTE_LENGTH = "(La respuesta era demasiado larga y se ha cortado.)"
+
+
+def left_out_line(turns: int) -> str:
+    """The line for the person when the oldest `turns` of a conversation did not fit."""
+    which = "la primera pregunta" if turns == 1 else f"las {turns} primeras preguntas"
+    return (
+        f"Esta conversación ya es larga: para responder no he tenido en cuenta {which} (con "
+        "sus respuestas). Si hace falta, empieza una conversación nueva y cuéntame lo importante."
+    )
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,7 @@ class TurnEnd:
     stopped: str | None = None  # "max_tool_rounds" | "time_budget" | "max_answer_chars"
     elapsed_s: float = field(default=0.0)
     memories: tuple[Memory, ...] = ()  # the memories the answer used («Recordé»)
+    left_out: int = 0  # the oldest turns of the conversation the model did not see (no room)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +121,8 @@ class TurnEnd:
             "tool_rounds": self.tool_rounds,
             "stopped": self.stopped,
             "elapsed_s": round(self.elapsed_s, 3),
+            "left_out": self.left_out,
+            "left_out_notice": left_out_line(self.left_out) if self.left_out else None,
         }
 
 
@@ -116,6 +141,11 @@ class _Turn:
     memory: MemoryView | None = None  # the person's, when active in this turn
     recalled: list[Memory] = field(default_factory=lambda: [])  # numbered in the prompt
     question: str = ""
+    question_at: int = 0  # the question's index in `messages`
+    skip: int = 0  # `messages` before this index (the oldest turns) are not sent: no room
+
+    def left_out(self) -> int:
+        return sum(m.get("role") == "user" for m in self.messages[: self.skip])
 
 
 class Assistant:
@@ -131,6 +161,9 @@ class Assistant:
         self.tools = {tool_name(t): t for t in tools}
         self.config = config
         self.today = today
+        # Characters of the request's JSON per token of the model: the configured guess, then
+        # what a server that refused a request as too long counted.
+        self.chars_per_token = config.memory.chars_per_token
 
     def turn(
         self,
@@ -147,6 +180,7 @@ class Assistant:
             time.monotonic(),
             dict(self.tools),
             question=user_text,
+            question_at=len(history),
         )
         deadline = state.started + self.config.time_budget_s
         content = system_prompt(self.config.system_prompt, self.today())
@@ -164,9 +198,10 @@ class Assistant:
             structured: tuple[ToolCall, ...] = ()
             shown = TextCallFilter()
             parts: list[str] = []
+            sent = self._fit(state, system, offer)
             try:
                 for item in self.client.chat(
-                    [system, *state.messages], offer, stream=self.config.stream, deadline=deadline
+                    sent, offer, stream=self.config.stream, deadline=deadline
                 ):
                     if isinstance(item, str):
                         visible = shown.feed(item)
@@ -182,6 +217,10 @@ class Assistant:
             except AnswerTooLong:  # a model that never stops: what it wrote so far, cut
                 yield from self._end(state, parts, "max_answer_chars")
                 return
+            except ContextExceeded as exc:  # fewer old turns, or the named error
+                if parts or not self._shrink(state, exc, sent, offer):
+                    raise
+                continue
             calls = [*structured, *shown.calls(f"call_{state.rounds}")]
             if not calls:
                 yield from self._end(state, parts, None)
@@ -201,6 +240,42 @@ class Assistant:
             if time.monotonic() > deadline:
                 yield from self._end(state, [], "time_budget")
                 return
+
+    def _fit(
+        self, state: _Turn, system: Message, offer: Sequence[Mapping[str, Any]] | None
+    ) -> list[Message]:
+        """The request's messages: the system prompt, then from the oldest whole turn from
+        which they fit the model's context (when it is known), the question always."""
+        window = self.client.context_tokens()
+        if window is not None:
+            room = min(self.config.answer_room_tokens, self.config.max_tokens)
+            budget = (window - room) * self.chars_per_token - _chars(system) - _chars(offer)
+            state.skip = max(state.skip, fit_start(state.messages, state.question_at, budget))
+        return [system, *state.messages[state.skip :]]
+
+    def _shrink(
+        self,
+        state: _Turn,
+        exc: ContextExceeded,
+        sent: Sequence[Message],
+        offer: Sequence[Mapping[str, Any]] | None,
+    ) -> bool:
+        """After the server refused `sent` as too long: leave out more old turns (by its own
+        counts when it gave them, else half of those left). False when none are left."""
+        if state.skip >= state.question_at:
+            return False
+        before = state.skip
+        self.client.learn_context(exc)
+        if exc.prompt_tokens:
+            self.chars_per_token = (_chars(sent) + _chars(offer)) / exc.prompt_tokens
+        if exc.context_tokens:
+            self._fit(state, sent[0], offer)
+        starts = _turn_starts(state.messages, state.question_at)
+        later = [i for i in starts if i > before]
+        if state.skip <= before:  # no counts, or they freed nothing: half of the old turns
+            state.skip = later[(len(later) - 1) // 2] if later else state.question_at
+        log.info("context full: %d old turns left out", state.left_out())
+        return True
 
     def _run_calls(self, state: _Turn, calls: list[ToolCall], deadline: float) -> Iterator[Event]:
         """Run the calls in order; each gets its tool message (one the budget left no time for
@@ -280,6 +355,7 @@ class Assistant:
             stopped=stopped,
             elapsed_s=time.monotonic() - state.started,
             memories=tuple(used),
+            left_out=state.left_out(),
         )
 
 
@@ -288,3 +364,24 @@ def cited_sources(text: str, consulted: Sequence[Source]) -> tuple[Source, ...]:
     unique = list({s.url: s for s in consulted}.values())
     cited = [s for s in unique if s.url in text or s.url.rstrip("/") in text]
     return tuple(cited or unique)
+
+
+def _chars(value: object) -> int:
+    """Characters of `value` as sent (JSON), which the model reads as tokens."""
+    return len(json.dumps(value, ensure_ascii=False)) if value else 0
+
+
+def _turn_starts(messages: Sequence[Mapping[str, Any]], question_at: int) -> list[int]:
+    """Where each turn up to the question starts (its user message): the places a
+    conversation can be cut without an answer or a tool result losing its question."""
+    return sorted({0, *(i for i, m in enumerate(messages[:question_at]) if m["role"] == "user")})
+
+
+def fit_start(messages: Sequence[Mapping[str, Any]], question_at: int, room: float) -> int:
+    """The first message to send: the oldest turn start from which the messages take at most
+    `room` characters; the question's own index when even the newest old turn does not fit."""
+    sizes = [_chars(m) for m in messages]
+    for start in _turn_starts(messages, question_at):
+        if sum(sizes[start:]) <= room:
+            return start
+    return question_at

@@ -205,6 +205,8 @@ def _ask(
                     used = "".join(f"  · {m.text}\n" for m in event.memories)
                     write("\n" + ("\nFuentes:\n" + "".join(sources) if sources else ""))
                     write("\nRecordé:\n" + used if used else "")
+                    if data["left_out_notice"]:
+                        sys.stderr.write(f"({data['left_out_notice']})\n")
                 if event.stopped in CUT_SHORT:  # an answer, but not a whole one: exit 1, and why
                     fail(redact(_explain_cut(event.stopped, assistant), secrets), EXIT_FAILED)
                     return EXIT_FAILED, list(event.messages)

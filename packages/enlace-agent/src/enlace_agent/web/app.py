@@ -33,7 +33,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from enlace_agent.assistant import Assistant, ModelError, ModelTimeout, ModelUnavailable, TurnEnd
+from enlace_agent.assistant import (
+    Assistant,
+    ContextExceeded,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+    TurnEnd,
+)
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configured_secrets
 from enlace_agent.model_versions import recently_switched, serving_label
 from enlace_agent.shared import loads_json
@@ -84,6 +91,11 @@ MODEL_SLOW = (
 MODEL_BROKEN = (
     "El asistente ha tenido un problema con el servidor del modelo. Inténtalo de nuevo; si se "
     "repite, avisa a quien cuida el servidor."
+)
+MODEL_CONTEXT = (
+    "Esta pregunta no cabe en la memoria de trabajo del asistente, ni dejando fuera lo más "
+    "antiguo de la conversación. Acórtala o empieza una conversación nueva; si pasa a menudo, "
+    "avisa a quien cuida el servidor (puede darle más contexto: web.home.context_size)."
 )
 STORE_BUSY = (
     "El historial está ocupado ahora mismo (otra tarea lo está usando). Inténtalo de nuevo "
@@ -223,6 +235,8 @@ class WebApp:
             message = (
                 MODEL_SLOW
                 if isinstance(exc, ModelTimeout)
+                else MODEL_CONTEXT
+                if isinstance(exc, ContextExceeded)
                 else MODEL_CHANGING
                 if recently_switched(self.assistant.config, self.env)
                 else MODEL_DOWN

@@ -291,8 +291,10 @@ class MemoryConfig(StrictModel):
     """Most tokens of memories put in one system prompt; when they do not all fit, the ones most
     relevant to the question come first (then the most recently changed)."""
     chars_per_token: float = Field(default=3.0, gt=0, le=20)
-    """Characters counted as one token when measuring memories against the budget (the model's
-    tokenizer is not known here: a small Spanish vocabulary makes about 3)."""
+    """Characters counted as one token when measuring memories against the budget, and a
+    conversation against the model's context (the model's tokenizer is not known here: a small
+    Spanish vocabulary makes about 3; after a server says a request was too long, its own
+    count is used)."""
     max_prompt_memories: int = Field(default=40, ge=0, le=10_000)
     """Most memories numbered in one system prompt, whatever the budget."""
     max_memory_chars: int = Field(default=300, ge=20, le=10_000)
@@ -326,6 +328,14 @@ class AssistantConfig(StrictModel):
     """Nucleus sampling threshold."""
     max_tokens: PositiveInt = 1024
     """Most tokens the model may write in one answer."""
+    context_tokens: int | None = Field(default=None, ge=256, le=10_000_000)
+    """Tokens of the model's context one conversation may fill (llama-server's per-slot n_ctx:
+    --ctx-size divided among --parallel). None: asked from the model server (llama-server says
+    it in GET /models); when it does not say, older turns are left out only after the server
+    refuses a request as too long."""
+    answer_room_tokens: int = Field(default=256, ge=0, le=1_000_000)
+    """Tokens of the context kept free for the answer when a long conversation is fitted to it
+    (at most max_tokens): the oldest turns are left out until the prompt leaves this much."""
     max_tool_rounds: int = Field(default=3, ge=0, le=20)
     """Rounds of tool calls allowed in one turn; a model that asks for more is stopped and the
     family is told so (0: no tools offered)."""

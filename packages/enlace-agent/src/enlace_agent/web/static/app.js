@@ -468,6 +468,7 @@ function follow(id) {
       if (event.sources.length) answer.append(sourceList(event.sources));
       if (event.memories && event.memories.length) answer.append(rememberedNote(event.memories));
       if (event.model) answer.append(modelNote(event.model));
+      if (event.left_out_notice) answer.append(el("div", event.left_out_notice, "searching"));
       finish("");
     } else if (event.type === "error") {
       answer.className = "msg error";
