@@ -3,8 +3,10 @@
 Two *user* services of the person who installs Enlace (the choice, README «Servidor doméstico»):
 they run under that account, so `enlace-assistant` in their terminal uses the very files the page
 uses, nothing needs root beyond `loginctl enable-linger` (start on boot without a sign-in), and the
-sandbox makes the rest of the system read-only: `NoNewPrivileges`, `ProtectSystem=strict` with
-only Enlace's data (and cache) folders writable, `ProtectHome=read-only`, `PrivateTmp`.
+sandbox (`SANDBOX`, in its own user namespace) makes the rest of the system read-only
+(`ProtectSystem=strict` with only Enlace's data and cache folders writable,
+`ProtectHome=read-only`), hides /tmp, devices, other processes and the kernel's knobs, and
+filters system calls and socket families.
 
 - `enlace-model.service`: llama-server on the current model version (`MODELS/current.gguf`).
 - `enlace-web.service`: the family page, started after the model service and only once the model
@@ -35,18 +37,45 @@ from enlace_agent.settings import cache_dir, config_dir, data_dir
 MODEL_UNIT = "enlace-model.service"
 WEB_UNIT = "enlace-web.service"
 UNITS = (MODEL_UNIT, WEB_UNIT)
-SANDBOX = """NoNewPrivileges=yes
+# The sandbox of both units (README «Servidor doméstico», the `systemd-analyze security` figures).
+# PrivateUsers=yes first: systemd before 253 silently ignores a user unit's namespace options
+# without it (ProtectSystem, ProtectHome and PrivateTmp did nothing on Debian 12) and refuses to
+# start one that drops capabilities (ProtectKernelModules: 218/CAPABILITIES); 253 and later
+# imply it. Inside its own user namespace the service may drop its capability bounding set.
+SANDBOX = """PrivateUsers=yes
+NoNewPrivileges=yes
+CapabilityBoundingSet=
+KeyringMode=private
+UMask=0077
 ProtectSystem=strict
 ProtectHome=read-only
 PrivateTmp=yes
+PrivateDevices=yes
+PrivateMounts=yes
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
+ProtectKernelLogs=yes
 ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+ProcSubset=pid
+RestrictNamespaces=yes
+RestrictRealtime=yes
 RestrictSUIDSGID=yes
 LockPersonality=yes
+MemoryDenyWriteExecute=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged
+SystemCallErrorNumber=EPERM
 Restart=on-failure
 RestartSec=5
 """
+# Sockets each service needs: llama-server listens on TCP; the page also searches the internet
+# (netlink: glibc's getaddrinfo sorts several addresses by the machine's own).
+MODEL_FAMILIES = "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"
+WEB_FAMILIES = "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK\n"
 
 
 class ServiceError(Exception):
@@ -138,7 +167,7 @@ StartLimitIntervalSec=0
 [Service]
 Type=simple
 ExecStart={exec_line(model_argv(config, env))}
-{SANDBOX}
+{MODEL_FAMILIES}{SANDBOX}
 [Install]
 WantedBy=default.target
 """
@@ -154,7 +183,7 @@ Type=simple
 ExecStart={exec_line(page_argv(config_file, "serve"))}
 TimeoutStartSec={int(wait_s) + 30}
 ReadWritePaths={" ".join(quote(f"-{p}") for p in writable)}
-{SANDBOX}
+{WEB_FAMILIES}{SANDBOX}
 [Install]
 WantedBy=default.target
 """
