@@ -134,6 +134,19 @@ def test_the_terminal_says_when_old_turns_were_left_out(
     assert [m["role"] for m in model_server.bodies[1]["messages"]] == ["system", "user"]
 
 
+def test_a_failed_search_is_told_in_spanish_without_english_log_lines(
+    chat: Any, model_server: Any, http_server: Any, setup_files: Path, clean_env: dict[str, str]
+) -> None:
+    http_server.reply("/lite/", 500, b"boom")  # the fixture's DuckDuckGo now fails
+    model_server.script = [
+        model_server.call(TOOL_NAME, {"consulta": "tiempo en Soria"}),
+        model_server.say("No he podido buscar."),
+    ]
+    code, out, err = chat("--config", str(setup_files), "--once", "¿Qué tiempo hace en Soria?")
+    assert code == 0 and "No he podido buscar." in out
+    assert "(usando" in err and "WARNING" not in err and "failed" not in err, err
+
+
 def test_server_down_exits_1_in_spanish(
     chat: Any, refused_url: str, setup_files: Path, clean_env: dict[str, str]
 ) -> None:

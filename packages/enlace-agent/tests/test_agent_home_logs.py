@@ -64,6 +64,15 @@ def test_default_log_has_timings_and_nothing_private(
         with client.stream("GET", f"/api/conversations/{cid}/events") as events:
             body = "".join(events.iter_text())
         assert ANSWER[:20] in body.replace('\\"', '"')
+        added = client.post("/api/memories", json={"text": "Remedios cumple en mayo"})
+        mid = added.json()["memory"]["id"]
+        assert client.request("DELETE", f"/api/memories/{mid}", json={}).status_code == 200
+        # a model server that fails: the page tells Ana in Spanish; the log keeps no English
+        # warning at its default level (only with --debug)
+        model_server.script.append(model_server.status(500, {"error": {"message": "boom"}}))
+        failed = client.post("/api/conversations", json={"text": "¿Sigues ahí?"}).json()["id"]
+        with client.stream("GET", f"/api/conversations/{failed}/events") as events:
+            assert "servidor del modelo" in "".join(events.iter_text())
     process.terminate()
     log = process.communicate(timeout=30)[1]
     requests = re.findall(
@@ -71,7 +80,11 @@ def test_default_log_has_timings_and_nothing_private(
     )
     assert ("POST", "/api/login", "200") in [r[:3] for r in requests], log
     assert ("POST", "/api/conversations", "202") in [r[:3] for r in requests], log
-    assert ("GET", f"/api/conversations/{cid}/events", "200") in [r[:3] for r in requests], log
+    # what was asked, never of which conversation or memory (README: no ids in the log)
+    assert ("GET", "/api/conversations/{cid}/events", "200") in [r[:3] for r in requests], log
+    assert ("DELETE", "/api/memories/{mid}", "200") in [r[:3] for r in requests], log
+    assert cid not in log and failed not in log and f"/memories/{mid}" not in log, log
+    assert "WARNING" not in log and "Traceback" not in log, log
     tools = re.findall(
         r"^INFO enlace_agent\.assistant\.tools: .*buscar_en_internet.* ms$", log, re.M
     )

@@ -69,6 +69,11 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+# Without --debug the family reads no log line in a terminal: what they can act on is said in
+# Spanish; `serve` opens its own lines for the service's journal (README, the page's security).
+QUIET = logging.CRITICAL + 1
+
+
 def setup_logging(debug: bool, secrets: list[str]) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -77,7 +82,7 @@ def setup_logging(debug: bool, secrets: list[str]) -> None:
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    root.setLevel(logging.DEBUG if debug else QUIET)
     if not debug:
         # httpx logs every request URL (with the query in it) at INFO.
         logging.getLogger("httpx").setLevel(logging.WARNING)

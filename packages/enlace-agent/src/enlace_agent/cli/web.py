@@ -133,8 +133,13 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     if refused:
         return fail(refused, EXIT_FAILED)
     start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
+    # The service's journal: a line per request and per tool call, the snapshots' own lines and
+    # failures (ERROR); the warnings only with --debug.
     for name in ("enlace_agent.web.access", "enlace_agent.assistant.tools"):
-        logging.getLogger(name).setLevel(logging.INFO)  # a line per request and per tool call
+        logging.getLogger(name).setLevel(logging.INFO)
+    logging.getLogger("enlace_agent.snapshot").setLevel(logging.WARNING)
+    if not args.debug:
+        logging.getLogger().setLevel(logging.ERROR)
     try:
         uvicorn.run(
             app,

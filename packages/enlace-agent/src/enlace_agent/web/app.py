@@ -110,6 +110,17 @@ BAD_TEXT = (
 )
 
 
+def logged_path(scope: Scope) -> str:
+    """The request's path as the access log writes it: the route's parameters by their names
+    (`/api/conversations/{cid}/events`, `/api/memories/{mid}`), so the log says what was asked,
+    never of which conversation or memory; a path no route matched, only its first part."""
+    params: Mapping[str, object] = scope.get("path_params") or {}
+    if "endpoint" not in scope:
+        return "/".join(scope["path"].split("/")[:3]) + "/…"
+    names = {str(v): k for k, v in params.items() if k != "path"}  # a static file keeps its name
+    return "/".join("{" + names[p] + "}" if p in names else p for p in scope["path"].split("/"))
+
+
 class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -599,7 +610,7 @@ class PageGuard:
             await self.guarded(scope, receive, secured)
         finally:  # after the whole response (an answer's stream included)
             elapsed_ms = (time.perf_counter() - started) * 1000
-            path = preview(scope["path"])
+            path = preview(logged_path(scope))
             access.info("%s %s %d %.0f ms", scope["method"], path, status, elapsed_ms)
 
     async def guarded(self, scope: Scope, receive: Receive, secured: Send) -> None:
