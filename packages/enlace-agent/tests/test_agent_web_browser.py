@@ -580,3 +580,25 @@ def test_an_answer_shows_what_it_remembered_and_where_to_fix_it(
     tab.locator("#memory-mine .memory-text", has_text="Mi hija se llama Lucía").wait_for()
     meta = tab.locator("#memory-mine .meta").inner_text()
     assert "en una conversación" in meta and "Recuerda que mi hija se llama Lucía" in meta
+
+
+def test_a_long_conversation_says_under_the_answer_what_was_left_out(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """A model whose context (its /v1/models says n_ctx) holds only the prompt and a question:
+    the second answer of the conversation says, under it, that the first turn was left out."""
+    model_server.server.reply_json(
+        "/v1/models", 200, {"data": [{"id": "enlace-chat", "meta": {"n_ctx": 256}}]}
+    )
+    model_server.script = [model_server.say("Vale."), model_server.say("Sí.")]
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "Primera pregunta")
+    tab.locator(".msg.assistant .text", has_text="Vale.").wait_for()
+    tab.locator("#send:enabled").wait_for()
+    send(tab, "Segunda pregunta")
+    second = tab.locator(".msg.assistant").last
+    second.locator(".text", has_text="Sí.").wait_for()
+    notice = second.get_by_text("no he tenido en cuenta la primera pregunta")
+    notice.wait_for()
+    assert notice.is_visible() and tab.locator(".msg.assistant").count() == 2
