@@ -67,6 +67,7 @@ def test_default_log_has_timings_and_nothing_private(
         added = client.post("/api/memories", json={"text": "Remedios cumple en mayo"})
         mid = added.json()["memory"]["id"]
         assert client.request("DELETE", f"/api/memories/{mid}", json={}).status_code == 200
+        assert client.get(f"/api/conversations/{cid}/nothing").status_code == 404  # no route
         # a model server that fails: the page tells Ana in Spanish; the log keeps no English
         # warning at its default level (only with --debug)
         model_server.script.append(model_server.status(500, {"error": {"message": "boom"}}))
@@ -83,6 +84,7 @@ def test_default_log_has_timings_and_nothing_private(
     # what was asked, never of which conversation or memory (README: no ids in the log)
     assert ("GET", "/api/conversations/{cid}/events", "200") in [r[:3] for r in requests], log
     assert ("DELETE", "/api/memories/{mid}", "200") in [r[:3] for r in requests], log
+    assert ("GET", "/api/conversations/…", "404") in [r[:3] for r in requests], log
     assert cid not in log and failed not in log and f"/memories/{mid}" not in log, log
     assert "WARNING" not in log and "Traceback" not in log, log
     tools = re.findall(

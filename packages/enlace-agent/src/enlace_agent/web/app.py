@@ -113,12 +113,14 @@ BAD_TEXT = (
 def logged_path(scope: Scope) -> str:
     """The request's path as the access log writes it: the route's parameters by their names
     (`/api/conversations/{cid}/events`, `/api/memories/{mid}`), so the log says what was asked,
-    never of which conversation or memory; a path no route matched, only its first part."""
+    never of which conversation or memory; of a path no route matched (or refused before
+    routing), its first two parts."""
     params: Mapping[str, object] = scope.get("path_params") or {}
+    parts: list[str] = scope["path"].split("/")
     if "endpoint" not in scope:
-        return "/".join(scope["path"].split("/")[:3]) + "/…"
+        return "/".join(parts[:3]) + ("/…" if len(parts) > 3 else "")
     names = {str(v): k for k, v in params.items() if k != "path"}  # a static file keeps its name
-    return "/".join("{" + names[p] + "}" if p in names else p for p in scope["path"].split("/"))
+    return "/".join("{" + names[p] + "}" if p in names else p for p in parts)
 
 
 class HttpError(Exception):
