@@ -27,6 +27,7 @@ from typing import IO, Any
 import pytest
 from enlace_config.schema.agent import AssistantConfig
 
+from enlace_agent import files
 from enlace_agent import snapshot as snap
 from enlace_agent.web.store import SCHEMA_VERSION, Store
 
@@ -337,13 +338,13 @@ class FullDisk(io.RawIOBase):
 def test_a_full_disk_leaves_no_partial_archive_and_the_history_untouched(
     house: snap.Household, monkeypatch: pytest.MonkeyPatch, room: int
 ) -> None:
-    real_open = snap._open_new  # pyright: ignore[reportPrivateUsage]
+    real_open = files.open_new
 
-    def open_new(path: Path) -> IO[bytes]:
-        file = real_open(path)
+    def open_new(path: Path, mode: int = files.PRIVATE_FILE) -> IO[bytes]:
+        file = real_open(path, mode)
         return FullDisk(file, room) if path.name.endswith(snap.PARTIAL) else file  # type: ignore[return-value]
 
-    monkeypatch.setattr(snap, "_open_new", open_new)
+    monkeypatch.setattr(files, "open_new", open_new)
     before = dump(house.database)
     with pytest.raises(snap.DiskFull, match="no queda espacio") as exc:
         snap.create(house)
@@ -358,10 +359,10 @@ def test_a_full_disk_at_the_cli_is_one_spanish_paragraph(
 ) -> None:
     from enlace_agent.cli.snapshot import main
 
-    def no_room(path: Path) -> IO[bytes]:
+    def no_room(path: Path, mode: int = files.PRIVATE_FILE) -> IO[bytes]:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(snap, "_open_new", no_room)
+    monkeypatch.setattr(files, "open_new", no_room)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(house.database.parent.parent.parent / "config"))
     config = house.database.parent.parent.parent / "assistant.yaml"
     config.write_text(f"web:\n  database: {house.database}\n")

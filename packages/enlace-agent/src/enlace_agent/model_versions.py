@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
-import hashlib
 import json
 import os
 import re
@@ -32,6 +30,7 @@ from typing import IO, Any
 
 from enlace_config.schema.agent import AssistantConfig
 
+from enlace_agent.files import atomic_write, fsync_dir, locked, sha256_file
 from enlace_agent.settings import data_dir
 from enlace_agent.shared import one_line
 
@@ -166,35 +165,16 @@ def _value(f: IO[bytes], kind: int, size: int, depth: int = 0) -> Any:
     raise EOFError  # an unknown type: cannot be skipped safely
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 # ---------------------------------------------------------------- the versions folder
 @contextlib.contextmanager
 def _locked(folder: Path) -> Generator[None]:
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(folder / LOCK):
         yield
-    finally:
-        os.close(fd)
 
 
 def _write_json(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, ensure_ascii=False, indent=2)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def current_name(folder: Path) -> str | None:
@@ -244,7 +224,7 @@ def install(folder: Path, source: Path, name: str | None = None) -> Version:
     if not source.is_file():
         raise ModelRefused(f"no existe el fichero {source}.")
     metadata = read_gguf(source)
-    digest = _sha256(source)
+    digest = sha256_file(source)
     same = [v for v in versions(folder) if v.sha256 == digest and (name is None or v.name == name)]
     if same:
         return same[0]
@@ -267,7 +247,7 @@ def install(folder: Path, source: Path, name: str | None = None) -> Version:
             read_gguf(copied)  # the copy is whole too
             record = {
                 "name": name,
-                "sha256": _sha256(copied),
+                "sha256": sha256_file(copied),
                 "size": copied.stat().st_size,
                 "installed": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "source": str(source.resolve()),
@@ -275,6 +255,7 @@ def install(folder: Path, source: Path, name: str | None = None) -> Version:
             }
             _write_json(work / VERSION_FILE, record)
             os.rename(work, target)  # the version appears whole or not at all
+            fsync_dir(folder)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -296,7 +277,7 @@ def use(folder: Path, name: str) -> Version:
             raise ModelRefused(f"no hay ninguna versión «{name}» (instaladas: {listed}).")
         version = found[name]
         read_gguf(version.path)
-        if _sha256(version.path) != version.sha256:
+        if sha256_file(version.path) != version.sha256:
             raise ModelRefused(
                 f"el fichero de la versión «{name}» ha cambiado desde que se instaló (su sha256 "
                 "no coincide): no se usa. Vuelve a instalarlo con «enlace-assistant model install»."
@@ -306,6 +287,7 @@ def use(folder: Path, name: str) -> Version:
         tmp.unlink(missing_ok=True)
         os.symlink(Path(name) / MODEL_FILE, tmp)
         os.replace(tmp, link)  # atomic: the service sees the old file or the new one
+        fsync_dir(folder)
         history = _history(folder)
         _write_json(folder / HISTORY, [*[h for h in history if h != name], name])
     return next(v for v in versions(folder) if v.name == name)

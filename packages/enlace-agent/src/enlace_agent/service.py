@@ -20,9 +20,7 @@ interrupted install leaves the units as they were or the new ones, never a half-
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,12 +29,14 @@ from urllib.parse import urlsplit
 
 from enlace_config.schema.agent import AssistantConfig
 
+from enlace_agent.files import atomic_write_all, private_folder
 from enlace_agent.model_versions import CURRENT, models_dir
 from enlace_agent.settings import cache_dir, config_dir, data_dir
 
 MODEL_UNIT = "enlace-model.service"
 WEB_UNIT = "enlace-web.service"
 UNITS = (MODEL_UNIT, WEB_UNIT)
+UNIT_MODE = 0o644  # systemd and the family read the units; nothing secret is in them
 # The sandbox of both units (README «Servidor doméstico», the `systemd-analyze security` figures).
 # PrivateUsers=yes first: systemd before 253 silently ignores a user unit's namespace options
 # without it (ProtectSystem, ProtectHome and PrivateTmp did nothing on Debian 12) and refuses to
@@ -195,25 +195,10 @@ def write_units(p: Plan) -> list[str]:
     may write to (a missing one would keep the sandbox from starting); returns those that
     changed."""
     for folder in p.writable:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(folder)
     p.folder.mkdir(parents=True, exist_ok=True)
     changed = [n for n, text in p.units.items() if _read(p.folder / n) != text]
-    temps: dict[str, str] = {}
-    try:
-        for name in changed:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=p.folder)
-            temps[name] = tmp
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(p.units[name])
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o644)
-        for name, tmp in temps.items():
-            os.replace(tmp, p.folder / name)
-    finally:
-        for tmp in temps.values():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+    atomic_write_all({p.folder / name: p.units[name] for name in changed}, mode=UNIT_MODE)
     return changed
 
 

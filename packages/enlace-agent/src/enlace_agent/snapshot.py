@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
-import fcntl
 import gzip
 import hashlib
 import io
@@ -67,6 +66,7 @@ from typing import IO, Any, cast
 
 from enlace_config.schema.agent import AssistantConfig, SnapshotConfig
 
+from enlace_agent import files
 from enlace_agent.settings import config_dir
 from enlace_agent.web.store import SCHEMA_VERSION, Store, StoreError, default_path, migrate
 
@@ -198,30 +198,12 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _open_new(path: Path) -> IO[bytes]:
-    """A new private file (0600), refused if it exists."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    return os.fdopen(fd, "wb")
-
-
 @contextlib.contextmanager
 def _locked(h: Household) -> Generator[None]:
     """One snapshot, check, restore or pruning at a time per household (across processes and
     threads): the lock file lives beside the history file."""
-    fd = os.open(_private_dir(h.work_root) / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with files.locked(_private_dir(h.work_root) / LOCK):
         yield
-    finally:
-        os.close(fd)
 
 
 def _work_dir(h: Household) -> Path:
@@ -240,14 +222,6 @@ def _space_error(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return exc.errno in (errno.ENOSPC, errno.EDQUOT)
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(COPY_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- making one
@@ -284,23 +258,20 @@ def _create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
         people.write_text(json.dumps(list(h.people), ensure_ascii=False, indent=2), "utf-8")
         members["settings/people.json"] = people
         manifest = _manifest(created, kind, copy, members, h)
-        with _open_new(partial) as out:
+        final = directory / name
+        with files.atomic_file(final, temp=partial) as out:
             if sealer is None:
                 _write_tar(out, manifest, members, h.config.compress_level)
             else:
                 plain = work / "archive.tar.gz"
-                with _open_new(plain) as tmp:
+                with files.open_new(plain) as tmp:
                     _write_tar(tmp, manifest, members, h.config.compress_level)
                 with plain.open("rb") as source:
                     sealer(source, out, h.passphrase or "", h.config.kdf_log2_n)
             out.flush()
-            os.fsync(out.fileno())
-        _checkpoint("create-written")
-        _read_archive(partial, h, work / "check")
-        _checkpoint("create-verified")
-        final = directory / name
-        os.replace(partial, final)
-        _fsync_dir(directory)
+            _checkpoint("create-written")
+            _read_archive(partial, h, work / "check")
+            _checkpoint("create-verified")
         _checkpoint("create-renamed")
         _mark_verified(final, manifest)
         return _describe(final)
@@ -392,7 +363,7 @@ def _manifest(
     if h.config.model_file:
         model_file = Path(h.config.model_file)
         if model_file.is_file():
-            model.update(file=model_file.name, sha256=_sha256(model_file))
+            model.update(file=model_file.name, sha256=files.sha256_file(model_file))
         else:
             log.warning("model_file %s does not exist: not recorded", model_file)
     return {
@@ -405,7 +376,7 @@ def _manifest(
         "model": model,
         "contents": _contents(copy),
         "members": {
-            name: {"size": path.stat().st_size, "sha256": _sha256(path)}
+            name: {"size": path.stat().st_size, "sha256": files.sha256_file(path)}
             for name, path in members.items()
         },
     }
@@ -434,16 +405,12 @@ def _mark_verified(path: Path, manifest: Mapping[str, Any]) -> None:
     record = {
         "verified": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         "size": path.stat().st_size,
-        "sha256": _sha256(path),
+        "sha256": files.sha256_file(path),
         "manifest": {k: v for k, v in manifest.items() if k != "members"},
     }
     side = path.with_name(path.name + VERIFIED)
-    tmp = path.with_name(f".{side.name}{PARTIAL}")
-    with _open_new(tmp) as out:
+    with files.atomic_file(side, temp=path.with_name(f".{side.name}{PARTIAL}")) as out:
         out.write(json.dumps(record, ensure_ascii=False, indent=2).encode())
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, side)
 
 
 # ---------------------------------------------------------------- reading one
@@ -479,7 +446,7 @@ def _read_archive(path: Path, h: Household, into: Path) -> dict[str, Any]:
                     "que se hizo.",
                 )
             plain = into / "archive.tar.gz"
-            with _open_new(plain) as out:
+            with files.open_new(plain) as out:
                 _unsealer()(raw, out, h.passphrase, path)
             with plain.open("rb") as source:
                 manifest = _read_tar(source, path, into, h.config.max_manifest_bytes)
@@ -603,7 +570,7 @@ def _read_members(
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         source = tar.extractfile(entry)
         assert source is not None
-        with _open_new(target) as out:
+        with files.open_new(target) as out:
             size, digest = _bounded_copy(source, out, expected["size"])
         if size != expected["size"]:
             raise ArchiveRefused(

@@ -14,12 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from enlace_agent.files import atomic_write
 from enlace_agent.search.models import as_object, loads_json
 from enlace_agent.settings import cache_dir
 
@@ -98,19 +97,10 @@ class CooldownStore:
         }
         if last is not None:
             data["last"] = {"provider": last[0], "at": last[1]}
-        tmp: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".search-state.", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-            os.replace(tmp, self.path)
-            tmp = None
+            atomic_write(self.path, json.dumps(data))
         except OSError as exc:
             log.warning(
                 "cannot write the cool-down state %s (%s); going on without it", self.path, exc
             )
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
