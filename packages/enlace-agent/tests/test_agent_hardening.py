@@ -148,6 +148,7 @@ def test_deep_files_of_the_agent_are_corrupt_files_not_crashes(tmp_path: Path) -
     agent reads from disk (a snapshot may come from anywhere) is corrupt when too deep."""
     from enlace_agent import snapshot
     from enlace_agent.search.state import CooldownStore
+    from enlace_agent.snapshot.archive import parse_manifest
 
     state = tmp_path / "search-state.json"
     state.write_text('{"cooldowns": ' + deep_array(15_000) + "}")
@@ -158,7 +159,7 @@ def test_deep_files_of_the_agent_are_corrupt_files_not_crashes(tmp_path: Path) -
     (listed,) = snapshot.snapshots(tmp_path)
     assert listed.verified is None
     with pytest.raises(snapshot.ArchiveRefused, match="manifiesto no se puede leer"):
-        snapshot._parse_manifest(archive, deep_array(15_000).encode())  # pyright: ignore[reportPrivateUsage]
+        parse_manifest(archive, deep_array(15_000).encode())
 
 
 def test_a_deep_request_body_is_an_ordinary_400(web_page: Callable[..., Any]) -> None:

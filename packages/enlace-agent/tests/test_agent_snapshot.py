@@ -26,6 +26,7 @@ from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent import snapshot as snap
 from enlace_agent.cli.assistant import main as assistant_main
+from enlace_agent.snapshot import archive
 from enlace_agent.web.store import MIGRATIONS, SCHEMA_VERSION, Store
 
 FAMILY = ("Ana", "Luis", "Marta")
@@ -648,7 +649,7 @@ def test_a_snapshot_that_fails_its_check_when_made_is_deleted_and_the_command_fa
     def damaged(path: Path, database: Path, manifest: Any) -> None:
         raise snap.ArchiveRefused(path, "corrupt_database", "su historial está dañado (prueba).")
 
-    monkeypatch.setattr(snap, "_check_database", damaged)
+    monkeypatch.setattr(archive, "check_database", damaged)
     with pytest.raises(snap.SnapshotError, match="no pasa la comprobación y se ha borrado"):
         snap.create(h)
     assert list(h.directory.iterdir()) == []

@@ -466,7 +466,8 @@ def test_kill_9_during_restore(
     for s in whole_archives(house):  # only whole archives are ever listed
         assert s.path.name.endswith(snap.PLAIN)
     # Run again to the end: the history is the snapshot's (for P1 at least).
-    assert cli(house, tmp_path, *argv).wait(60) == 0
+    again = cli(house, tmp_path, *argv)
+    assert again.wait(60) == 0, again.communicate()
     with closing(sqlite3.connect(house.database)) as db:
         count = db.execute("SELECT COUNT(*) FROM conversations WHERE person = 'P1'").fetchone()
     assert count == (305,)
@@ -506,4 +507,4 @@ def test_kill_9_after_a_delay_during_create(
 def test_the_hook_is_inert_without_its_variable(house: snap.Household) -> None:
     assert os.environ.get(snap.KILL_ENV) is None
     for moment in ("create-copied", "restore-copying"):
-        snap._checkpoint(moment)  # pyright: ignore[reportPrivateUsage]
+        snap.checkpoint(moment)

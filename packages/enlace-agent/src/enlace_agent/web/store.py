@@ -104,6 +104,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+SECRET_TABLES = ("sessions",)  # sign-ins: hashes of cookies, never archived nor restored
 TITLE_CHARS = 60
 WRITING = "writing"  # the role of an answer being written (until it ends or is marked cut)
 INTERRUPTED = (
@@ -542,3 +543,81 @@ def read_or_make_key(path: Path) -> bytes:
             "entrar)"
         )
     return text.encode()
+
+
+# ---------------------------------------------------------------- what snapshots read of the file
+def read_only_uri(database: Path) -> str:
+    """The URI that opens `database` read-only (any character in the path is safe in it)."""
+    return f"{database.resolve().as_uri()}?mode=ro"
+
+
+def has_table(db: sqlite3.Connection, table: str, schema: str = "main") -> bool:
+    """Whether `schema` (an attached file's name) has `table`."""
+    query = f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?"
+    return db.execute(query, (table,)).fetchone() is not None
+
+
+def contents(database: Path) -> dict[str, Any]:
+    """What a history file holds, as a snapshot's manifest and `snapshot list` tell it: the
+    people with conversations, how many each, messages and memories."""
+    with closing(sqlite3.connect(read_only_uri(database), uri=True)) as db:
+        if not has_table(db, "conversations"):
+            return {"people": [], "conversations": {}, "messages": 0}
+        per_person = dict(
+            db.execute(
+                "SELECT person, COUNT(*) FROM conversations GROUP BY person ORDER BY person"
+            ).fetchall()
+        )
+        messages = db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        memories = (
+            db.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+            if has_table(db, "memories")
+            else 0
+        )
+    return {
+        "people": sorted(per_person),
+        "conversations": per_person,
+        "messages": messages,
+        "memories": memories,
+    }
+
+
+def person_rows(db: sqlite3.Connection, person: str) -> int:
+    """The person's conversations and personal memories in a (migrated) copy."""
+    query = (
+        "SELECT (SELECT COUNT(*) FROM conversations WHERE person = ?) + "
+        "(SELECT COUNT(*) FROM memories WHERE person = ?)"
+    )
+    return db.execute(query, (person, person)).fetchone()[0]
+
+
+def person_tables(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(table, the WHERE clause picking one person's rows, `?` the person) for every table that
+    holds a person's data: tables with a `person` column (sign-ins excepted) and, following
+    foreign keys, the tables that hang from them. Parents before children."""
+    tables = [
+        r[0]
+        for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    columns = {t: [c[1] for c in db.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+    chosen: dict[str, str] = {
+        t: "person = ?" for t in tables if "person" in columns[t] and t not in SECRET_TABLES
+    }
+    grew = True
+    while grew:
+        grew = False
+        for t in tables:
+            if t in chosen or t in SECRET_TABLES:
+                continue
+            for fk in db.execute(f'PRAGMA foreign_key_list("{t}")'):
+                parent, column, parent_column = fk[2], fk[3], fk[4] or "rowid"
+                if parent in chosen:
+                    chosen[t] = (
+                        f'"{column}" IN (SELECT "{parent_column}" FROM {{schema}}."{parent}" '
+                        f"WHERE {chosen[parent]})"
+                    )
+                    grew = True
+                    break
+    return list(chosen.items())

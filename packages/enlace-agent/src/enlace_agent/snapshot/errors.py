@@ -1,0 +1,40 @@
+"""What can go wrong with a snapshot, each as the family reads it (Spanish messages)."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+
+class SnapshotError(Exception):
+    """A snapshot cannot be made, read or restored; the message says why (Spanish)."""
+
+    usage = False  # True: the family asked for something that cannot be (exit code 2)
+
+
+class ArchiveRefused(SnapshotError):
+    """An archive that will not be trusted; `problem` names why (stable, English)."""
+
+    usage = True
+
+    def __init__(self, path: Path, problem: str, detail: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"la copia {path.name} no se puede usar: {detail}")
+
+
+class CannotDo(SnapshotError):
+    """A request that cannot be met as asked (no such archive, no such person, no passphrase)."""
+
+    usage = True
+
+
+class DiskFull(SnapshotError):
+    """No space left while writing; nothing partial is left behind."""
+
+
+def out_of_space(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)

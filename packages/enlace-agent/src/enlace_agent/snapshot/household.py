@@ -1,0 +1,107 @@
+"""The household a snapshot is of: where its history lives, where its snapshots go, what else
+goes in them; and what every snapshot operation shares: one at a time per household (a lock
+beside the history file), private scratch folders there, sweeping what a killed run left, and the
+kill -9 test hook.
+
+Tests may set ENLACE_SNAPSHOT_TEST_KILL_AT to one of the names passed to `checkpoint` to make the
+process SIGKILL itself there (the "kill -9 at this moment" tests); nothing else reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enlace_config.schema.agent import AssistantConfig, SnapshotConfig
+
+from enlace_agent import files
+from enlace_agent.settings import config_dir
+from enlace_agent.snapshot.archive import PARTIAL, PREFIX
+from enlace_agent.web.store import default_path
+
+KILL_ENV = "ENLACE_SNAPSHOT_TEST_KILL_AT"
+LOCK = ".snapshot.lock"  # beside the history file
+WORK = ".snapshot-work-"  # private scratch folders beside the history file
+
+
+@dataclass(frozen=True)
+class Household:
+    """Where the histories live, where snapshots go, and what goes in them besides the database."""
+
+    database: Path
+    directory: Path
+    config: SnapshotConfig
+    timeout_s: float  # a write waits this long for a busy history file (web.database_timeout_s)
+    settings: Mapping[str, Path] = field(default_factory=lambda: {})  # member name -> file
+    people: tuple[Mapping[str, str | None], ...] = ()
+    model: str | None = None
+    passphrase: str | None = None
+
+    @property
+    def work_root(self) -> Path:
+        """Private scratch space, always inside the data directory (same disk as the database)."""
+        return self.database.parent
+
+
+def household(
+    config: AssistantConfig,
+    env: Mapping[str, str],
+    config_path: Path | None = None,
+) -> Household:
+    """The household as the assistant's configuration describes it."""
+    web, snap = config.web, config.web.snapshots
+    database = Path(web.database) if web.database else default_path(env)
+    directory = Path(snap.directory) if snap.directory else database.parent / "snapshots"
+    settings: dict[str, Path] = {}
+    assistant_file = config_path or config_dir(env) / "assistant.yaml"
+    if assistant_file.is_file():
+        settings["settings/assistant.yaml"] = assistant_file
+    search_file = Path(config.search_config) if config.search_config else None
+    search_file = search_file or config_dir(env) / "search.yaml"
+    if search_file.is_file():
+        settings["settings/search.yaml"] = search_file
+    passphrase = None
+    if snap.passphrase_env is not None:
+        passphrase = env.get(snap.passphrase_env, "") or None
+    people = tuple({"name": p.name, "token_env": p.token_env} for p in web.people)
+    return Household(
+        database,
+        directory,
+        snap,
+        web.database_timeout_s,
+        settings=settings,
+        people=people,
+        model=config.model,
+        passphrase=passphrase,
+    )
+
+
+def checkpoint(name: str) -> None:
+    if os.environ.get(KILL_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def locked(h: Household) -> Generator[None]:
+    """One snapshot, check, restore or pruning at a time per household (across processes and
+    threads): the lock file lives beside the history file."""
+    with files.locked(files.private_folder(h.work_root) / LOCK):
+        yield
+
+
+def work_dir(h: Household) -> Path:
+    return Path(tempfile.mkdtemp(prefix=WORK, dir=h.work_root))
+
+
+def sweep(h: Household, directory: Path) -> None:
+    """Leftovers of a run that was killed (called under the lock)."""
+    for leftover in directory.glob(f".{PREFIX}*{PARTIAL}"):
+        leftover.unlink(missing_ok=True)
+    for work in h.work_root.glob(f"{WORK}*"):
+        shutil.rmtree(work, ignore_errors=True)
