@@ -69,24 +69,29 @@ def add_session(database: Path, person: str) -> str:
 
 
 def fill(database: Path, conversations: int = 3) -> Store:
-    """A household: three people with conversations and messages, and per-person notes with a
-    child table (what a memories table looks like to the snapshot: a `person` column and rows
-    hanging from it by a foreign key)."""
+    """A household: three people with conversations and messages (rows hanging from each
+    person's conversations by a foreign key), and a personal memory each. (Only Enlace's own
+    tables: an archive with any other schema object is refused.)"""
     store = Store(database)
     for person in FAMILY:
         for i in range(conversations):
             texts = [f"Hola, soy {person} ({i})", f"Hola {person}"]
             add_conversation(database, person, f"Pregunta {i} de {person}", texts)
-    with closing(sqlite3.connect(database)) as db, db:
-        db.executescript(
-            "CREATE TABLE test_notes (id INTEGER PRIMARY KEY, person TEXT NOT NULL, text TEXT);"
-            "CREATE TABLE test_note_tags (note_id INTEGER REFERENCES test_notes(id), tag TEXT);"
-        )
-        for n, person in enumerate(FAMILY):
-            db.execute("INSERT INTO test_notes VALUES (?, ?, ?)", (n + 1, person, f"le gusta {n}"))
-            db.execute("INSERT INTO test_note_tags VALUES (?, ?)", (n + 1, f"tag{n}"))
+    for n, person in enumerate(FAMILY):
+        add_memory(database, person, f"le gusta {n}")
     add_session(database, "Ana")
     return store
+
+
+def add_memory(database: Path, person: str | None, text: str) -> int:
+    with closing(sqlite3.connect(database)) as db, db:
+        cursor = db.execute(
+            "INSERT INTO memories (person, text, author, source, created, updated) "
+            "VALUES (?, ?, ?, 'page', 1, 1)",
+            (person, text, person or "Ana"),
+        )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 def rows(database: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -112,13 +117,8 @@ def person_rows(database: Path, person: str) -> dict[str, list[tuple[Any, ...]]]
             "WHERE c.person = ? ORDER BY m.id",
             (person,),
         ).fetchall()
-        notes = db.execute("SELECT * FROM test_notes WHERE person = ?", (person,)).fetchall()
-        tags = db.execute(
-            "SELECT t.* FROM test_note_tags t JOIN test_notes n ON n.id = t.note_id "
-            "WHERE n.person = ?",
-            (person,),
-        ).fetchall()
-    return {"conversations": conversations, "messages": messages, "notes": notes, "tags": tags}
+        memories = db.execute("SELECT * FROM memories WHERE person = ?", (person,)).fetchall()
+    return {"conversations": conversations, "messages": messages, "memories": memories}
 
 
 @pytest.fixture
@@ -163,9 +163,6 @@ def test_round_trip_a_person_deleted_is_restored_row_by_row(home: dict[str, Any]
 
     luis_before = person_rows(h.database, "Luis")
     Store(h.database).delete_person("Luis")  # the damage
-    with closing(sqlite3.connect(h.database)) as db, db:
-        db.execute("DELETE FROM test_note_tags WHERE note_id = 2")
-        db.execute("DELETE FROM test_notes WHERE person = 'Luis'")
     # What the others wrote after the snapshot must survive a one-person restore.
     add_conversation(h.database, "Ana", "Una pregunta nueva", ["después de la copia"])
     ana_now = person_rows(h.database, "Ana")
@@ -174,7 +171,7 @@ def test_round_trip_a_person_deleted_is_restored_row_by_row(home: dict[str, Any]
     assert person_rows(h.database, "Luis") == luis_before
     luis = person_rows(h.database, "Luis")
     assert len(luis["conversations"]) == 3 and len(luis["messages"]) == 6
-    assert len(luis["notes"]) == 1 and len(luis["tags"]) == 1
+    assert len(luis["memories"]) == 1
     assert person_rows(h.database, "Ana") == ana_now  # Ana's new conversation is still there
     with closing(sqlite3.connect(h.database)) as db:  # sign-ins are untouched by a restore
         assert db.execute("SELECT person FROM sessions").fetchall() == [("Ana",)]
@@ -589,7 +586,7 @@ def test_restore_on_a_new_machine_with_no_history_yet(
     if person is None:
         assert rows(h.database) == before
     else:
-        now = rows(h.database)  # (the test notes table exists only in the archive's schema)
+        now = rows(h.database)
         assert now["conversations"] == [r for r in before["conversations"] if r[1] == "Luis"]
         luis = {r[0] for r in now["conversations"]}
         assert now["messages"] == [r for r in before["messages"] if r[1] in luis]
@@ -655,3 +652,168 @@ def test_a_snapshot_that_fails_its_check_when_made_is_deleted_and_the_command_fa
     assert list(h.directory.iterdir()) == []
     code, _, err = run_cli("create")
     assert code == 1 and "se ha borrado" in err and list(h.directory.iterdir()) == []
+
+
+# ---------------------------------------------------------------- issue 37: snapshots
+def memories_of(database: Path, person: str) -> list[tuple[int, str]]:
+    with closing(sqlite3.connect(database)) as db:
+        query = "SELECT id, text FROM memories WHERE person IS ? ORDER BY id"
+        return db.execute(query, (person,)).fetchall()
+
+
+def test_undoing_a_whole_restore_for_one_person_after_someone_wrote(home: dict[str, Any]) -> None:
+    """`restore <before-restore copy> --person Luis` once Ana has written since the restore: the
+    restored ids never come back for new rows (it failed with «UNIQUE constraint failed:
+    memories.id»: the restored sqlite_sequence handed Ana the id of Luis's newer memory)."""
+    h = household(home)
+    fill(h.database, 1)
+    old = snap.create(h)
+    add_memory(h.database, "Luis", "Luis empieza yoga el lunes")  # after the copy
+    add_conversation(h.database, "Luis", "Yoga", ["¿dónde hay yoga?", "En el centro cívico"])
+    luis_then = person_rows(h.database, "Luis")
+    done = snap.restore(h, old.path)  # the whole house back: Luis's newer rows go
+    assert done.undo is not None
+    assert len(person_rows(h.database, "Luis")["memories"]) == 1
+    add_memory(h.database, "Ana", "Ana cambia de turno")  # someone writes since
+    add_conversation(h.database, "Ana", "Turnos", ["¿qué turno tengo?", "El de tarde"])
+    ana_now = person_rows(h.database, "Ana")
+
+    code, _out, err = run_cli("restore", str(done.undo.path), "--person", "Luis")
+    assert code == 0, err
+    assert person_rows(h.database, "Luis") == luis_then
+    assert person_rows(h.database, "Ana") == ana_now
+    with closing(sqlite3.connect(h.database)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize("existing", [0o1777, 0o2775])
+def test_create_to_leaves_an_existing_folder_alone_and_the_archive_private(
+    home: dict[str, Any], tmp_path: Path, existing: int
+) -> None:
+    h = household(home)
+    fill(h.database, 1)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(existing)
+    code, _out, err = run_cli("create", "--to", str(shared))
+    assert code == 0, err
+    (made,) = snap.snapshots(shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == existing
+    assert stat.S_IMODE(made.path.stat().st_mode) == 0o600
+    record = made.path.with_name(made.path.name + snap.VERIFIED)
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    new = tmp_path / "new" / "copias"  # folders it makes are private, each of them
+    snap.create(h, to=new)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (new.parent, new)] == [0o700, 0o700]
+
+
+def test_create_to_a_fat_stick_where_chmod_fails(
+    home: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Simulated: this kernel has no vfat/exFAT to loop-mount, so chmod and fchmod fail with
+    EPERM (as on a FAT stick) for everything under the stick's folder."""
+    import errno
+
+    h = household(home)
+    fill(h.database, 1)
+    stick = tmp_path / "media" / "usb"
+    stick.mkdir(parents=True)
+    real_chmod, real_fchmod = os.chmod, os.fchmod
+
+    def on_stick(path: Any) -> bool:
+        where = os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else os.fspath(path)
+        return str(where).startswith(str(stick))
+
+    def chmod(path: Any, mode: int, **kwargs: Any) -> None:
+        if on_stick(path):
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+        real_chmod(path, mode, **kwargs)
+
+    def fchmod(fd: int, mode: int) -> None:
+        if on_stick(fd):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        real_fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    monkeypatch.setattr(os, "fchmod", fchmod)
+    code, _, err = run_cli("create", "--to", str(stick / "enlace"))
+    assert code == 0, err
+    (made,) = snap.snapshots(stick / "enlace")
+    assert made.verified is not None
+    code, _, err = run_cli("verify", str(made.path))
+    assert code == 0, err
+    Store(h.database).delete_person("Luis")
+    code, _out, err = run_cli("restore", str(made.path), "--person", "Luis")
+    assert code == 0, err
+    assert len(Store(h.database).conversations("Luis", 10)) == 1
+
+
+def test_another_households_archive_is_refused_without_otra_casa(
+    home: dict[str, Any], tmp_path: Path
+) -> None:
+    h = household(home)
+    fill(h.database, 1)
+    ours = rows(h.database)
+    theirs = AssistantConfig.model_validate(
+        {
+            "web": {
+                "database": str(tmp_path / "pedro" / "web.sqlite3"),
+                "people": [{"name": "Pedro"}],
+            }
+        }
+    )
+    other = snap.household(theirs, home["env"])
+    Store(other.database)
+    add_conversation(other.database, "Pedro", "La casa de Pedro", ["hola", "hola Pedro"])
+    add_conversation(other.database, "Carmen", "La de Carmen", ["hola", "hola Carmen"])
+    made = snap.create(other, to=tmp_path / "usb")
+
+    for person in (None, "Pedro"):
+        with pytest.raises(snap.CannotDo, match="otra casa") as refused:
+            snap.restore(h, made.path, person=person)
+        assert "--otra-casa" in str(refused.value) and "Pedro" in str(refused.value)
+        assert "Ana" in str(refused.value)
+    assert rows(h.database) == ours and snap.snapshots(h.directory) == []
+    code, _, err = run_cli("restore", str(made.path))
+    assert (
+        code == 2 and err.startswith("Error: esta copia es de otra casa") and "Traceback" not in err
+    )
+    assert rows(h.database) == ours
+
+    code, _out, err = run_cli("restore", str(made.path), "--otra-casa")
+    assert code == 0, err
+    assert sorted(c["title"] for c in Store(h.database).conversations("Pedro", 10)) == [
+        "La casa de Pedro"
+    ]
+    assert Store(h.database).conversations("Ana", 10) == []
+    # its own archives, older or newer, are this household's: no question asked
+    assert snap.restore(h, snap.snapshots(h.directory)[0].path).undo is not None
+    assert rows(h.database) == ours
+
+
+def test_a_persons_restore_gives_new_ids_to_rows_that_clash_with_newer_ones(
+    home: dict[str, Any],
+) -> None:
+    """A history where an id was already handed out twice (a whole restore by an older Enlace let
+    the counters go back): Luis's rows that clash with Ana's newer ones come back with new ids,
+    Ana's stay as they are."""
+    h = household(home)
+    fill(h.database, 1)
+    yoga = add_memory(h.database, "Luis", "Luis empieza yoga el lunes")
+    luis_then = memories_of(h.database, "Luis")
+    copy = snap.create(h)
+    with closing(sqlite3.connect(h.database)) as db, db:  # what the older whole restore left
+        db.execute("DELETE FROM memories WHERE id = ?", (yoga,))
+        db.execute("UPDATE sqlite_sequence SET seq = seq - 1 WHERE name = 'memories'")
+    assert add_memory(h.database, "Ana", "Ana cambia de turno") == yoga  # the same id again
+    ana_now = memories_of(h.database, "Ana")
+
+    snap.restore(h, copy.path, person="Luis")
+    assert [t for _, t in memories_of(h.database, "Luis")] == [t for _, t in luis_then]
+    assert memories_of(h.database, "Ana") == ana_now
+    with closing(sqlite3.connect(h.database)) as db:  # the full-text index follows the new id
+        found = db.execute(
+            "SELECT m.person FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+            "WHERE memories_fts MATCH 'yoga'"
+        ).fetchall()
+    assert found == [("Luis",)]

@@ -5,6 +5,7 @@ ENLACE_SNAPSHOT_TEST_KILL_AT, and kills after a delay), and a full disk."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import hashlib
@@ -79,15 +80,8 @@ def files_under(root: Path) -> set[Path]:
 
 
 # ---------------------------------------------------------------- hostile and damaged archives
-def forge(
-    path: Path,
-    members: list[tuple[tarfile.TarInfo, bytes]],
-    declared: dict[str, bytes] | None = None,
-    **manifest: Any,
-) -> Path:
-    """A gzip'd tar whose manifest declares `declared` (name -> content) and whose members are
-    `members` (after the manifest), written by hand."""
-    declared = declared if declared is not None else {m.name: data for m, data in members}
+def manifest_json(members: dict[str, Any], **manifest: Any) -> bytes:
+    """A manifest.json describing `members` (name -> size and sha256), `manifest` overriding."""
     body = {
         "format": snap.FORMAT,
         "format_version": snap.FORMAT_VERSION,
@@ -97,13 +91,25 @@ def forge(
         "kind": "manual",
         "model": {"name": "x"},
         "contents": {},
-        "members": {
-            n: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
-            for n, d in declared.items()
-        },
+        "members": members,
         **manifest,
     }
-    raw = json.dumps(body).encode()
+    return json.dumps(body).encode()
+
+
+def forge(
+    path: Path,
+    members: list[tuple[tarfile.TarInfo, bytes]],
+    declared: dict[str, bytes] | None = None,
+    **manifest: Any,
+) -> Path:
+    """A gzip'd tar whose manifest declares `declared` (name -> content) and whose members are
+    `members` (after the manifest), written by hand."""
+    declared = declared if declared is not None else {m.name: data for m, data in members}
+    described = {
+        n: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for n, d in declared.items()
+    }
+    raw = manifest_json(described, **manifest)
     with gzip.open(path, "wb") as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
         info = tarfile.TarInfo(snap.MANIFEST)
         info.size = len(raw)
@@ -306,6 +312,121 @@ def test_a_damaged_database_inside_a_well_formed_archive_is_refused(
     assert refused(house, bad, tmp_path).problem in ("corrupt_database", "corrupt")
 
 
+def with_sql(good_db: bytes, tmp_path: Path, sql: str) -> bytes:
+    """`good_db` (an archive's history file) after `sql`."""
+    copy = tmp_path / "edited.sqlite3"
+    copy.write_bytes(good_db)
+    with closing(sqlite3.connect(copy)) as db:
+        db.executescript(sql)
+    data = copy.read_bytes()
+    copy.unlink()
+    return data
+
+
+TO_HOUSEHOLD = (
+    "CREATE TRIGGER everyone_reads AFTER INSERT ON memories BEGIN "
+    "UPDATE memories SET person = NULL WHERE id = new.id; END;"
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        (TO_HOUSEHOLD, "everyone_reads"),
+        ("CREATE VIEW everything AS SELECT * FROM memories;", "everything"),
+        ("CREATE TABLE extra (x);", "extra"),
+        ("CREATE INDEX by_text ON memories(text);", "by_text"),
+        (  # one of Enlace's own triggers, rewritten under its own name
+            "DROP TRIGGER memories_added; CREATE TRIGGER memories_added AFTER INSERT ON memories "
+            "BEGIN INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text); "
+            "UPDATE memories SET person = NULL WHERE id = new.id; END;",
+            "memories_added",
+        ),
+        ("DROP INDEX memories_by_person;", "memories_by_person"),
+    ],
+)
+def test_an_archive_that_carries_its_own_sql_is_refused_naming_it(
+    house: snap.Household, good_db: bytes, tmp_path: Path, sql: str, named: str
+) -> None:
+    """The issue's hostile archive: its history holds an extra trigger (every new personal memory
+    becomes the household's), its manifest's size and sha256 made to match. Refused by verify,
+    by a whole restore and by a one-person restore, naming the object."""
+    bad = forge(tmp_path / "sql.tar.gz", [(entry(snap.DATABASE), with_sql(good_db, tmp_path, sql))])
+    found = refused(house, bad, tmp_path)
+    assert found.problem == "foreign_schema" and f"«{named}»" in str(found), str(found)
+    with pytest.raises(snap.ArchiveRefused, match=named):
+        snap.restore(house, bad, person="P1")
+
+
+def test_an_older_schema_archive_is_compared_with_that_schema(
+    house: snap.Household, tmp_path: Path
+) -> None:
+    from enlace_agent.web.store import MIGRATIONS
+
+    old = tmp_path / "old.sqlite3"
+    with closing(sqlite3.connect(old)) as db:
+        for version, script in enumerate(MIGRATIONS[:4]):
+            db.executescript(f"{script} PRAGMA user_version = {version + 1};")
+        db.execute("INSERT INTO conversations VALUES ('c1', 'P1', 'Vieja', 1, 1, '[]')")
+        db.commit()
+    clean = old.read_bytes()
+    good = forge(tmp_path / "v4.tar.gz", [(entry(snap.DATABASE), clean)], schema_version=4)
+    assert snap.verify(house, good)["schema_version"] == 4
+    hostile = with_sql(
+        clean, tmp_path, "CREATE TRIGGER t4 AFTER INSERT ON messages BEGIN SELECT 1; END;"
+    )
+    bad = forge(tmp_path / "v4-sql.tar.gz", [(entry(snap.DATABASE), hostile)], schema_version=4)
+    assert refused(house, bad, tmp_path).problem == "foreign_schema"
+
+
+def huge_archive(path: Path, good_db: bytes, declared: int) -> Path:
+    """A gzip'd tar of about 1 MB whose manifest (and the member's own header) say honestly that
+    `web.sqlite3` has `declared` bytes; only its first MiB of zeros follows, never expanded."""
+    body = manifest_json({snap.DATABASE: {"size": declared, "sha256": "0" * 64}})
+    manifest = tarfile.TarInfo(snap.MANIFEST)
+    manifest.size = len(body)
+    member = tarfile.TarInfo(snap.DATABASE)
+    member.size = declared
+    padding = b"\x00" * (-len(body) % tarfile.BLOCKSIZE)
+    raw = io.BytesIO()
+    raw.write(manifest.tobuf(tarfile.PAX_FORMAT) + body + padding)
+    raw.write(member.tobuf(tarfile.PAX_FORMAT) + good_db + b"\x00" * (1 << 20))  # cut here
+    path.write_bytes(gzip.compress(raw.getvalue()))
+    return path
+
+
+def test_a_small_archive_declaring_a_2_gib_history_is_refused_before_a_byte_is_written(
+    house: snap.Household, good_db: bytes, tmp_path: Path
+) -> None:
+    bad = huge_archive(tmp_path / "bomb.tar.gz", good_db, 2 << 30)
+    assert bad.stat().st_size < 2 << 20
+    found = refused(house, bad, tmp_path)  # nothing new anywhere: not a byte of it written
+    assert found.problem == "too_large" and "max_archive_bytes" in str(found)
+
+
+def test_declared_sizes_are_checked_against_the_free_space_first(
+    house: snap.Household, good_db: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    bad = huge_archive(tmp_path / "big.tar.gz", good_db, 300 << 20)  # under the limit
+    real = shutil.disk_usage
+
+    def little_room(path: Any) -> Any:
+        usage = real(path)
+        return usage._replace(free=200 << 20)
+
+    monkeypatch.setattr(shutil, "disk_usage", little_room)
+    before_rows, before_files = dump(house.database), files_under(tmp_path)
+    for attempt in (lambda: snap.verify(house, bad), lambda: snap.restore(house, bad)):
+        with pytest.raises(snap.DiskFull) as full:
+            attempt()
+        assert str(full.value).startswith(f"no queda espacio en {house.work_root}")
+        assert "300 MB" in str(full.value) and "200 MB" in str(full.value)
+    assert dump(house.database) == before_rows
+    assert files_under(tmp_path) - before_files <= {house.directory, house.work_root / snap.LOCK}
+
+
 # ---------------------------------------------------------------- a full disk
 class FullDisk(io.RawIOBase):
     """A file on a disk that fills up after `room` bytes."""
@@ -348,6 +469,7 @@ def test_a_full_disk_leaves_no_partial_archive_and_the_history_untouched(
     before = dump(house.database)
     with pytest.raises(snap.DiskFull, match="no queda espacio") as exc:
         snap.create(house)
+    assert str(exc.value).startswith(f"no queda espacio en {house.directory}: ")
     assert "no queda ninguna copia a medias" in str(exc.value)
     assert dump(house.database) == before
     assert list(house.directory.iterdir()) == []
@@ -371,13 +493,12 @@ def test_a_full_disk_at_the_cli_is_one_spanish_paragraph(
     assert err.startswith("Error: no queda espacio") and "Traceback" not in err
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 256 KiB tmpfs (needs root and mount; skipped otherwise)."""
-    mount = tmp_path / "tiny"
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of `size` at `mount` (needs root and mount; the test is skipped otherwise)."""
     mount.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mount)],
         capture_output=True,
     )
     if done.returncode != 0:
@@ -388,14 +509,92 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=False)
 
 
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB tmpfs."""
+    with tmpfs(tmp_path / "tiny", "256k") as mount:
+        yield mount
+
+
 def test_a_really_full_disk(house: snap.Household, tiny_disk: Path) -> None:
     for _ in range(100):  # ~1.6 MB that does not compress
         fill(house.database, people=1, conversations=2, text=secrets.token_hex(4000))
     before = dump(house.database)
-    with pytest.raises(snap.DiskFull):
+    with pytest.raises(snap.DiskFull) as full:
         snap.create(house, to=tiny_disk)
+    assert str(full.value).startswith(f"no queda espacio en {tiny_disk}: ")
     assert dump(house.database) == before
     assert list(tiny_disk.iterdir()) == []
+
+
+def test_a_restore_on_a_really_full_data_disk_changes_nothing(tmp_path: Path) -> None:
+    """The history (about 0.6 MB) lives on a 2 MiB tmpfs, the snapshots elsewhere: making one
+    fits (the copy and its read-back beside the history), a restore does not (the archive read
+    back, then the copy of now made first, each beside the history): it says where, and
+    nothing has changed."""
+    with tmpfs(tmp_path / "small", "2m") as disk:
+        restore_on_a_full_disk(tmp_path, disk)
+
+
+def restore_on_a_full_disk(tmp_path: Path, tiny_disk: Path) -> None:
+    database = tiny_disk / "web.sqlite3"
+    config = AssistantConfig.model_validate(
+        {"web": {"database": str(database), "snapshots": {"directory": str(tmp_path / "snaps")}}}
+    )
+    h = snap.household(config, {"XDG_CONFIG_HOME": str(tmp_path / "config")})
+    fill(h.database, people=3, conversations=15, text=secrets.token_hex(6000))
+    made = snap.create(h)
+    fill(h.database, people=1, conversations=1, text="después")
+    before, files_before = dump(h.database), files_under(tiny_disk)
+    taken = snap.snapshots(h.directory)
+    with pytest.raises(snap.DiskFull) as full:
+        snap.restore(h, made.path)
+    assert str(full.value).startswith(f"no queda espacio en {tiny_disk}: "), str(full.value)
+    assert "no se ha tocado" in str(full.value) and "--to" not in str(full.value)  # not create's
+    assert dump(h.database) == before
+    assert snap.snapshots(h.directory) == taken  # no undo copy left either
+    assert files_under(tiny_disk) <= files_before | {tiny_disk / snap.LOCK}
+
+
+@pytest.mark.parametrize("step", ["undo", "replace"])
+def test_a_full_disk_during_restore_is_one_spanish_paragraph_and_changes_nothing(
+    house: snap.Household,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    step: str,
+) -> None:
+    from enlace_agent.cli.snapshot import main
+    from enlace_agent.snapshot import restoring
+
+    made = snap.create(house)
+    fill(house.database, people=1, conversations=1, text="después")
+    before, taken = dump(house.database), snap.snapshots(house.directory)
+    if step == "undo":
+        real_open = files.open_new
+
+        def open_new(path: Path, mode: int = files.PRIVATE_FILE) -> IO[bytes]:
+            if path.name.endswith(snap.PARTIAL):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_open(path, mode)
+
+        monkeypatch.setattr(files, "open_new", open_new)
+        folder = house.directory
+    else:
+
+        def disk_full(*_: Any) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(restoring, "replace_all", disk_full)
+        folder = house.work_root
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(house.database.parent.parent.parent / "config"))
+    config = house.database.parent.parent.parent / "assistant.yaml"
+    config.write_text(f"web:\n  database: {house.database}\n")
+    assert main(["restore", str(made.path), "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"Error: no queda espacio en {folder}: "), err
+    assert "Traceback" not in err and "no se ha tocado" in err and "--to" not in err
+    assert dump(house.database) == before
+    assert snap.snapshots(house.directory) == taken
 
 
 # ---------------------------------------------------------------- kill -9

@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     restore.add_argument("file", type=Path, metavar="FICHERO")
     restore.add_argument("--person", metavar="NOMBRE", help="solo las conversaciones de NOMBRE")
+    restore.add_argument(
+        "--otra-casa",
+        dest="other_household",
+        action="store_true",
+        help="la copia es de otra casa (ninguna de sus personas vive aquí): restaurarla igualmente",
+    )
     for sub in (create, listed, verify, restore):
         sub.add_argument("--config", type=Path, metavar="RUTA", help="fichero assistant.yaml")
         sub.add_argument(
@@ -125,7 +131,7 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
         elif args.command == "verify":
             made = _verify(h, _resolve(h, args.file))
         else:
-            made = _restore(h, _resolve(h, args.file), args.person)
+            made = _restore(h, _resolve(h, args.file), args.person, args.other_household)
     except SnapshotError as exc:
         return fail(str(exc), EXIT_USAGE if exc.usage else EXIT_FAILED)
     return made
@@ -197,10 +203,10 @@ def _verify(h: Household, file: Path) -> int:
     return EXIT_OK
 
 
-def _restore(h: Household, file: Path, person: str | None) -> int:
+def _restore(h: Household, file: Path, person: str | None, other_household: bool) -> int:
     from enlace_agent.snapshot import restore
 
-    done = restore(h, file, person)
+    done = restore(h, file, person, other_household=other_household)
     who = f"Las conversaciones de {person}" if person else "El historial de toda la casa"
     sys.stdout.write(f"{who} vuelve a estar como el {done.manifest['created']}.\n")
     if done.undo is not None:

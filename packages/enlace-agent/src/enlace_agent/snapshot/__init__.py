@@ -10,7 +10,7 @@ history's store (`enlace_agent.web.store`, which alone knows the tables):
     seal       sealed (encrypted) archives
     catalog    the snapshots in a folder and the record of each one's check; `verify`
     make       `create`: a snapshot proven restorable when it is made
-    restore    `restore`: the whole household or one person, never a mix
+    restoring  `restore`: the whole household or one person, never a mix
     schedule   before a migration, daily while `serve` runs, and pruning
 
 Every name the CLI, the page, `doctor` and the tests use is importable from here.
@@ -41,7 +41,7 @@ from enlace_agent.snapshot.household import (
     household,
 )
 from enlace_agent.snapshot.make import create
-from enlace_agent.snapshot.restore import Restored, restore
+from enlace_agent.snapshot.restoring import Restored, restore
 from enlace_agent.snapshot.schedule import (
     before_migration,
     prune,

@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import sqlite3
 import tarfile
 import zlib
@@ -29,9 +30,9 @@ from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from enlace_agent import files
-from enlace_agent.snapshot.errors import ArchiveRefused, CannotDo
+from enlace_agent.snapshot.errors import ArchiveRefused, CannotDo, DiskFull
 from enlace_agent.snapshot.seal import SEAL_MAGIC, unsealer
-from enlace_agent.web.store import SCHEMA_VERSION, read_only_uri
+from enlace_agent.web.store import SCHEMA_VERSION, foreign_schema, read_only_uri
 
 if TYPE_CHECKING:
     from enlace_agent.snapshot.household import Household
@@ -86,14 +87,15 @@ def read_archive(path: Path, h: Household, into: Path) -> dict[str, Any]:
                     f"está cifrada y no hay contraseña: define {env} con la contraseña con la "
                     "que se hizo.",
                 )
+            check_room(path, h, path.stat().st_size)
             plain = into / "archive.tar.gz"
             with files.open_new(plain) as out:
                 unsealer()(raw, out, h.passphrase, path)
             with plain.open("rb") as source:
-                manifest = _read_tar(source, path, into, h.config.max_manifest_bytes)
+                manifest = _read_tar(source, path, into, h)
             plain.unlink()
         elif head[:2] == b"\x1f\x8b":
-            manifest = _read_tar(raw, path, into, h.config.max_manifest_bytes)
+            manifest = _read_tar(raw, path, into, h)
         else:
             raise ArchiveRefused(path, "foreign", "no es una copia de Enlace.")
     check_database(path, into / DATABASE, manifest)
@@ -141,13 +143,13 @@ def bounded_copy(source: IO[bytes], out: IO[bytes] | None, limit: int) -> tuple[
     return seen, digest.hexdigest()
 
 
-def _read_tar(raw: IO[bytes], path: Path, into: Path, max_manifest: int) -> dict[str, Any]:
+def _read_tar(raw: IO[bytes], path: Path, into: Path, h: Household) -> dict[str, Any]:
     try:
         with (
             gzip.GzipFile(fileobj=raw, mode="rb") as gz,
             tarfile.open(fileobj=gz, mode="r|") as tar,
         ):
-            manifest = _read_members(tar, path, into, max_manifest)
+            manifest = _read_members(tar, path, into, h)
             # The tar's end is not the file's: read the gzip stream to its end (its CRC and
             # length are checked there), refusing more than a tar's padding after it.
             rest, _ = bounded_copy(cast(IO[bytes], gz), None, tarfile.RECORDSIZE)
@@ -168,9 +170,8 @@ def _read_tar(raw: IO[bytes], path: Path, into: Path, max_manifest: int) -> dict
     return manifest
 
 
-def _read_members(
-    tar: tarfile.TarFile, path: Path, into: Path, max_manifest: int
-) -> dict[str, Any]:
+def _read_members(tar: tarfile.TarFile, path: Path, into: Path, h: Household) -> dict[str, Any]:
+    max_manifest = h.config.max_manifest_bytes
     manifest: dict[str, Any] | None = None
     declared: dict[str, Any] = {}
     seen: set[str] = set()
@@ -188,6 +189,7 @@ def _read_members(
                 raise ArchiveRefused(path, "too_large", "su manifiesto es demasiado grande.")
             manifest = parse_manifest(path, body.getvalue())
             declared = manifest["members"]
+            check_room(path, h, sum(m["size"] for m in declared.values()))
             continue
         name = entry.name
         if name not in declared or name in seen:
@@ -270,10 +272,14 @@ def parse_manifest(path: Path, body: bytes) -> dict[str, Any]:
 
 
 def check_database(path: Path, database: Path, manifest: Mapping[str, Any]) -> None:
+    """The archive's history is whole, of the version its manifest says, and holds exactly the
+    schema objects Enlace's migrations make: no trigger or view of its own that would run inside
+    the live history (the store compares it with a fresh database of that version)."""
     try:
         with closing(sqlite3.connect(read_only_uri(database), uri=True)) as db:
             result = db.execute("PRAGMA integrity_check").fetchall()
             schema = db.execute("PRAGMA user_version").fetchone()[0]
+            foreign = foreign_schema(db) if result == [("ok",)] else []
     except sqlite3.DatabaseError as exc:
         raise ArchiveRefused(
             path, "corrupt_database", f"su historial está dañado ({exc})."
@@ -285,4 +291,37 @@ def check_database(path: Path, database: Path, manifest: Mapping[str, Any]) -> N
     if schema != manifest["schema_version"]:
         raise ArchiveRefused(
             path, "corrupt", "su historial no es la versión que dice el manifiesto."
+        )
+    if foreign:
+        raise ArchiveRefused(
+            path,
+            "foreign_schema",
+            f"su historial no tiene la forma que le da Enlace ({'; '.join(foreign)}): podría "
+            "cambiar lo que la familia escribe o quién lo lee, así que no se usa. Usa otra copia.",
+        )
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 2**20:.0f} MB" if size >= 10 * 2**20 else f"{size / 2**20:.1f} MB"
+
+
+def check_room(path: Path, h: Household, need: int) -> None:
+    """Before a byte of the archive is written: what it declares (`need` bytes) must be within
+    what a household's history can reach (`max_archive_bytes`) and fit in the data folder."""
+    limit = h.config.max_archive_bytes
+    if need > limit:
+        raise ArchiveRefused(
+            path,
+            "too_large",
+            f"dice traer {megabytes(need)} de ficheros, más de lo que llega a ocupar el historial "
+            f"de una casa ({megabytes(limit)}, web.snapshots.max_archive_bytes): no se lee. Si "
+            "de verdad es vuestra, sube ese límite en assistant.yaml.",
+        )
+    free = shutil.disk_usage(h.work_root).free
+    if need > free:
+        raise DiskFull(
+            h.work_root,
+            f"leer la copia {path.name} necesita {megabytes(need)} y quedan {megabytes(free)}. "
+            f"Libera espacio allí (por ejemplo, borra copias antiguas de {h.directory}) y vuelve "
+            "a intentarlo. El historial no se ha tocado.",
         )

@@ -31,7 +31,12 @@ class CannotDo(SnapshotError):
 
 
 class DiskFull(SnapshotError):
-    """No space left while writing; nothing partial is left behind."""
+    """No space left in `folder` (or not enough for what an archive declares); nothing partial
+    is left behind and the history is as it was."""
+
+    def __init__(self, folder: Path, detail: str) -> None:
+        self.folder = folder
+        super().__init__(f"no queda espacio en {folder}: {detail}")
 
 
 def out_of_space(exc: BaseException) -> bool:

@@ -75,6 +75,7 @@ def create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
     name = _free_name(directory, created, kind, SEALED if seal else PLAIN)
     partial = directory / f".{name}{PARTIAL}"
     work = work_dir(h)
+    where = h.work_root  # the folder being written, named when it fills up
     try:
         copy = work / DATABASE
         _copy_database(h.database, copy, h.timeout_s)
@@ -84,7 +85,7 @@ def create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
         people.write_text(json.dumps(list(h.people), ensure_ascii=False, indent=2), "utf-8")
         members["settings/people.json"] = people
         manifest = _manifest(created, kind, copy, members, h)
-        final = directory / name
+        final, where = directory / name, directory
         with files.atomic_file(final, temp=partial) as out:
             if seal is None:
                 write_tar(out, manifest, members, h.config.compress_level)
@@ -96,8 +97,10 @@ def create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
                     seal(source, out, h.passphrase or "", h.config.kdf_log2_n)
             out.flush()
             checkpoint("create-written")
+            where = h.work_root
             read_archive(partial, h, work / "check")
             checkpoint("create-verified")
+            where = directory
         checkpoint("create-renamed")
         mark_verified(final, manifest)
         return describe(final)
@@ -105,9 +108,10 @@ def create_locked(h: Household, kind: str, directory: Path) -> Snapshot:
         partial.unlink(missing_ok=True)
         if out_of_space(exc):
             raise DiskFull(
-                f"no queda espacio en el disco para la copia ({directory}): libera espacio o "
-                "usa otra carpeta con --to. El historial no se ha tocado y no queda ninguna "
-                "copia a medias."
+                where,
+                "libera espacio allí (las copias antiguas se ven con «enlace-assistant snapshot "
+                "list») o haz la copia en otra carpeta con --to. El historial no se ha tocado y "
+                "no queda ninguna copia a medias.",
             ) from None
         if isinstance(exc, ArchiveRefused):
             raise SnapshotError(

@@ -621,3 +621,77 @@ def person_tables(db: sqlite3.Connection) -> list[tuple[str, str]]:
                     grew = True
                     break
     return list(chosen.items())
+
+
+def people(db: sqlite3.Connection, schema: str = "main") -> set[str]:
+    """Everyone with a conversation or a personal memory in `schema` (an attached file's name)."""
+    query = f"SELECT person FROM {schema}.conversations"
+    if has_table(db, "memories", schema):
+        query += f" UNION SELECT person FROM {schema}.memories WHERE person IS NOT NULL"
+    return {r[0] for r in db.execute(query)} if has_table(db, "conversations", schema) else set()
+
+
+def keep_counters(db: sqlite3.Connection, live: str) -> None:
+    """Row counters (`sqlite_sequence`) in `db` raised to the live file's (attached as `live`)
+    before `db` replaces it: an id handed out before the restore is never handed out again, so
+    the undo snapshot's rows never clash with rows written after the restore."""
+    if not has_table(db, "sqlite_sequence") or not has_table(db, "sqlite_sequence", live):
+        return
+    db.execute(
+        f"UPDATE main.sqlite_sequence SET seq = MAX(seq, (SELECT seq FROM {live}.sqlite_sequence "
+        "AS l WHERE l.name = main.sqlite_sequence.name)) WHERE name IN "
+        f"(SELECT name FROM {live}.sqlite_sequence)"
+    )
+
+
+# SQLite's own statistics tables (ANALYZE, `PRAGMA optimize`): data for the planner, never run.
+STATISTICS = frozenset({"sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"})
+# The tables an FTS5 table keeps its index in, made by SQLite's own code (which ones and their
+# text may differ between SQLite versions): left out of the comparison; they hold data, never SQL.
+FTS_SHADOWS = ("data", "idx", "content", "docsize", "config")
+KIND_NAMES = {
+    "table": "la tabla",
+    "index": "el índice",
+    "trigger": "el disparador",
+    "view": "la vista",
+}
+
+
+def _schema_objects(db: sqlite3.Connection) -> dict[tuple[str, str], str]:
+    """(type, name) -> its SQL with whitespace collapsed ("" for SQLite's automatic indexes)."""
+    found: dict[tuple[str, str], str] = {}
+    for kind, name, sql in db.execute("SELECT type, name, sql FROM main.sqlite_master"):
+        if kind == "table" and name in STATISTICS:
+            continue
+        found[(kind, name)] = " ".join((sql or "").split())
+    return found
+
+
+def foreign_schema(db: sqlite3.Connection) -> list[str]:
+    """What `db` holds that Enlace's migrations do not make at its schema version (tables,
+    indexes, triggers, views), what it lacks, and what it has changed, compared with a fresh
+    database of that version; each as the family reads it («el disparador «x»»). Empty: exactly
+    Enlace's schema. A trigger or a view is SQL that would run inside the live history."""
+    version: int = db.execute("PRAGMA user_version").fetchone()[0]
+    with closing(sqlite3.connect(":memory:")) as fresh:
+        for script in MIGRATIONS[: min(version, SCHEMA_VERSION)]:
+            fresh.executescript(script)
+        expected = _schema_objects(fresh)
+    found = _schema_objects(db)
+    shadows = {
+        ("table", f"{name}_{suffix}")
+        for (kind, name), sql in expected.items()
+        if kind == "table" and sql.upper().startswith("CREATE VIRTUAL TABLE")
+        for suffix in FTS_SHADOWS
+    }
+
+    def said(key: tuple[str, str]) -> str:
+        return f"{KIND_NAMES.get(key[0], key[0])} «{key[1]}»"
+
+    found_keys, expected_keys = found.keys() - shadows, expected.keys() - shadows
+    extra = [f"{said(k)} de más" for k in sorted(found_keys - expected_keys)]
+    missing = [f"falta {said(k)}" for k in sorted(expected_keys - found_keys)]
+    changed = [
+        f"{said(k)} cambiado" for k in sorted(found_keys & expected_keys) if found[k] != expected[k]
+    ]
+    return extra + changed + missing
