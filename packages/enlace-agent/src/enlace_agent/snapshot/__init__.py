@@ -5,10 +5,10 @@ One concern a module, each over the agent's file primitives (`enlace_agent.files
 history's store (`enlace_agent.web.store`, which alone knows the tables):
 
     errors     what can go wrong, in Spanish
-    household  where a household's files are; the lock, scratch folders, sweeping, the kill hook
+    household  where a household's files are; the lock, scratch folders, the kill hook
     archive    the format; reading an archive without trusting it
     seal       sealed (encrypted) archives
-    catalog    the snapshots in a folder and the record of each one's check; `verify`
+    catalog    the snapshots in a folder, the record of each one's check, `verify`, sweeping
     make       `create`: a snapshot proven restorable when it is made
     restoring  `restore`: the whole household or one person, never a mix
     schedule   before a migration, daily while `serve` runs, and pruning

@@ -27,16 +27,13 @@ import zlib
 from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, Any, cast
 
 from enlace_agent import files
 from enlace_agent.snapshot.errors import ArchiveRefused, CannotDo, DiskFull
+from enlace_agent.snapshot.household import Household
 from enlace_agent.snapshot.seal import SEAL_MAGIC, unsealer
 from enlace_agent.web.store import SCHEMA_VERSION, foreign_schema, read_only_uri
-
-if TYPE_CHECKING:
-    from enlace_agent.snapshot.household import Household
-
 
 FORMAT = "enlace-snapshot"
 FORMAT_VERSION = 1

@@ -1,5 +1,6 @@
-"""The snapshots in a folder as `list` shows them, and the record of each one's last check
-(`<archive>.verified.json`, written when it is made and by `verify`)."""
+"""The snapshots in a folder as `list` shows them, the record of each one's last check
+(`<archive>.verified.json`, written when it is made and by `verify`), and sweeping what a killed
+run left."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from enlace_agent import files
 from enlace_agent.snapshot.archive import KINDS, PARTIAL, PREFIX, SEALED, VERIFIED, read_archive
-from enlace_agent.snapshot.household import Household, locked, work_dir
+from enlace_agent.snapshot.household import WORK, Household, locked, work_dir
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,11 @@ def snapshots(directory: Path) -> list[Snapshot]:
     ]
     # Two made in the same second: the later written is the newer.
     return sorted(found, key=lambda s: (s.created, s.path.stat().st_mtime_ns), reverse=True)
+
+
+def sweep(h: Household, directory: Path) -> None:
+    """Leftovers of a run that was killed (called under the lock)."""
+    for leftover in directory.glob(f".{PREFIX}*{PARTIAL}"):
+        leftover.unlink(missing_ok=True)
+    for work in h.work_root.glob(f"{WORK}*"):
+        shutil.rmtree(work, ignore_errors=True)

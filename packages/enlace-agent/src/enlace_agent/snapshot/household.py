@@ -1,7 +1,6 @@
 """The household a snapshot is of: where its history lives, where its snapshots go, what else
 goes in them; and what every snapshot operation shares: one at a time per household (a lock
-beside the history file), private scratch folders there, sweeping what a killed run left, and the
-kill -9 test hook.
+beside the history file), private scratch folders there, and the kill -9 test hook.
 
 Tests may set ENLACE_SNAPSHOT_TEST_KILL_AT to one of the names passed to `checkpoint` to make the
 process SIGKILL itself there (the "kill -9 at this moment" tests); nothing else reads it.
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import tempfile
 from collections.abc import Generator, Mapping
@@ -22,7 +20,6 @@ from enlace_config.schema.agent import AssistantConfig, SnapshotConfig
 
 from enlace_agent import files
 from enlace_agent.settings import config_dir
-from enlace_agent.snapshot.archive import PARTIAL, PREFIX
 from enlace_agent.web.store import default_path
 
 KILL_ENV = "ENLACE_SNAPSHOT_TEST_KILL_AT"
@@ -97,11 +94,3 @@ def locked(h: Household) -> Generator[None]:
 
 def work_dir(h: Household) -> Path:
     return Path(tempfile.mkdtemp(prefix=WORK, dir=h.work_root))
-
-
-def sweep(h: Household, directory: Path) -> None:
-    """Leftovers of a run that was killed (called under the lock)."""
-    for leftover in directory.glob(f".{PREFIX}*{PARTIAL}"):
-        leftover.unlink(missing_ok=True)
-    for work in h.work_root.glob(f"{WORK}*"):
-        shutil.rmtree(work, ignore_errors=True)

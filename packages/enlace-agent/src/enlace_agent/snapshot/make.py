@@ -36,7 +36,7 @@ from enlace_agent.snapshot.archive import (
     read_archive,
     write_tar,
 )
-from enlace_agent.snapshot.catalog import Snapshot, describe, mark_verified
+from enlace_agent.snapshot.catalog import Snapshot, describe, mark_verified, sweep
 from enlace_agent.snapshot.errors import (
     ArchiveRefused,
     CannotDo,
@@ -44,7 +44,7 @@ from enlace_agent.snapshot.errors import (
     SnapshotError,
     out_of_space,
 )
-from enlace_agent.snapshot.household import Household, checkpoint, locked, sweep, work_dir
+from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
 from enlace_agent.snapshot.seal import sealer
 from enlace_agent.web.store import SECRET_TABLES, contents, has_table, read_only_uri
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from enlace_agent import files
 from enlace_agent.snapshot.archive import DATABASE, VERIFIED, read_archive
-from enlace_agent.snapshot.catalog import Snapshot
+from enlace_agent.snapshot.catalog import Snapshot, sweep
 from enlace_agent.snapshot.errors import CannotDo, DiskFull, out_of_space
-from enlace_agent.snapshot.household import Household, checkpoint, locked, sweep, work_dir
+from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
 from enlace_agent.snapshot.make import create_locked
 from enlace_agent.web.store import (
     SECRET_TABLES,
