@@ -817,3 +817,24 @@ def test_a_persons_restore_gives_new_ids_to_rows_that_clash_with_newer_ones(
             "WHERE memories_fts MATCH 'yoga'"
         ).fetchall()
     assert found == [("Luis",)]
+
+
+def test_a_history_migrated_step_by_step_has_exactly_a_fresh_schema(home: dict[str, Any]) -> None:
+    """The schema check must never refuse a household's own file: one made at schema 1 and
+    migrated on start, version by version, holds what a fresh database of the last version does,
+    and its snapshots are made and verified."""
+    from enlace_agent.web.store import foreign_schema
+
+    h = household(home)
+    h.database.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(h.database)) as db:
+        db.executescript(f"{MIGRATIONS[0]} PRAGMA user_version = 1;")
+        db.execute("INSERT INTO conversations VALUES ('c1', 'Ana', 'Vieja', 1, 1, '[]')")
+        db.commit()
+    Store(h.database)
+    with closing(sqlite3.connect(h.database)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert foreign_schema(db) == []
+        db.execute("ANALYZE")  # SQLite's own statistics are not foreign
+        assert foreign_schema(db) == []
+    assert snap.verify(h, snap.create(h).path)["schema_version"] == SCHEMA_VERSION
