@@ -301,15 +301,20 @@ def test_an_older_schema_snapshot_is_migrated_when_restored(home: dict[str, Any]
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
+def schema_1_history(database: Path) -> None:
+    """A history file as the first Enlace wrote it (schema 1), with one conversation of Ana's."""
+    database.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(database)) as db:
+        db.executescript(f"{MIGRATIONS[0]} PRAGMA user_version = 1;")
+        db.execute("INSERT INTO conversations VALUES ('c1', 'Ana', 'Vieja', 1, 1, '[]')")
+        db.commit()
+
+
 def test_a_snapshot_is_taken_before_a_schema_migration(home: dict[str, Any]) -> None:
     from enlace_agent.web.setup import store_for
 
     h = household(home)
-    h.database.parent.mkdir(parents=True)
-    with closing(sqlite3.connect(h.database)) as db:
-        db.executescript(f"{MIGRATIONS[0]} PRAGMA user_version = 1;")
-        db.execute("INSERT INTO conversations VALUES ('c1', 'Ana', 'Vieja', 1, 1, '[]')")
-        db.commit()
+    schema_1_history(h.database)
     config = AssistantConfig()
     store_for(config.web, home["env"], snap.before_migration(h))  # migrates 1 -> now
     made = snap.snapshots(h.directory)
@@ -826,11 +831,7 @@ def test_a_history_migrated_step_by_step_has_exactly_a_fresh_schema(home: dict[s
     from enlace_agent.web.store import foreign_schema
 
     h = household(home)
-    h.database.parent.mkdir(parents=True)
-    with closing(sqlite3.connect(h.database)) as db:
-        db.executescript(f"{MIGRATIONS[0]} PRAGMA user_version = 1;")
-        db.execute("INSERT INTO conversations VALUES ('c1', 'Ana', 'Vieja', 1, 1, '[]')")
-        db.commit()
+    schema_1_history(h.database)
     Store(h.database)
     with closing(sqlite3.connect(h.database)) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
