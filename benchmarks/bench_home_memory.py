@@ -103,11 +103,14 @@ def main() -> int:
     args = parser.parse_args()
 
     from enlace_agent import service
+    from enlace_agent.household import HouseholdPaths
     from enlace_agent.model_versions import CURRENT
     from enlace_config.schema.agent import AssistantConfig
 
     # The machine's llama-server (its build cache), found before the folders below replace it.
-    llama = args.llama_server or service.llama_server(AssistantConfig(), os.environ)
+    llama = args.llama_server or service.llama_server(
+        AssistantConfig(), HouseholdPaths.of(AssistantConfig(), os.environ)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = {
@@ -147,7 +150,9 @@ def main() -> int:
         config_file.write_text(json.dumps(settings))
         config = AssistantConfig.model_validate(settings)
 
-        model_argv = service.model_argv(config, env)  # the enlace-model unit's ExecStart
+        model_argv = service.model_argv(
+            config, HouseholdPaths.of(config, env, config_file)
+        )  # the enlace-model unit's ExecStart
         page_argv = service.page_argv(config_file, "serve")  # the enlace-web unit's
         print("model:", " ".join(model_argv[1:]))
         quiet = subprocess.DEVNULL

@@ -42,8 +42,8 @@ def _bench_web() -> Any:
 
 def fill(database: Path, config: Any, names: list[str], count: int) -> None:
     """`count` memories in the history file, in one transaction (as many writes would leave it)."""
+    from enlace_agent.household.database import Store
     from enlace_agent.memory import MemoryStore
-    from enlace_agent.web.store import Store
 
     store = MemoryStore(Store(database), config.memory)
     now = time.time()
@@ -65,8 +65,8 @@ def prompt_times(count: int, repeats: int, names: list[str]) -> tuple[list[float
     """Seconds to recall, quote and mark the memories of one turn, `repeats` times; and how many
     memories the last prompt held."""
     from enlace_agent.assistant.prompt import memory_block
+    from enlace_agent.household.database import Store
     from enlace_agent.memory import MemoryStore, MemoryView
-    from enlace_agent.web.store import Store
     from enlace_config.schema.agent import AssistantConfig
 
     config = AssistantConfig()

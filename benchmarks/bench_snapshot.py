@@ -98,7 +98,7 @@ def _module(name: str, path: Path) -> Any:
 
 
 def fill(database: Path, conversations: int, messages: int, people: int) -> None:
-    from enlace_agent.web.store import Store
+    from enlace_agent.household.database import Store
 
     Store(database)
     rng = random.Random(0)

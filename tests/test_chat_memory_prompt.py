@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent.assistant.prompt import memory_block
+from enlace_agent.household.database import Store
 from enlace_agent.memory.store import MemoryStore
 from enlace_agent.memory.tools import ForgetTool, RememberTool
 from enlace_agent.memory.view import MemoryView
 from enlace_agent.tools import offered_specs
-from enlace_agent.web.store import Store
 from enlace_config.schema.agent import AssistantConfig
 from enlace_data.chat.builtin import MEMORY_FACTS, builtin_conversations
 

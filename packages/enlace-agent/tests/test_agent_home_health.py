@@ -164,7 +164,7 @@ def test_doctor_names_a_verified_snapshot(
     from enlace_agent.snapshot import create, household
 
     config = write_config(tmp_path, model_server.base_url)
-    from enlace_agent.web.store import Store
+    from enlace_agent.household.database import Store
 
     Store(tmp_path / "web.sqlite3")
     create(household(load_config(config), clean_env, config))

@@ -23,7 +23,15 @@ import pytest
 
 from enlace_agent import service
 from enlace_agent.cli.assistant import main
+from enlace_agent.household import HouseholdPaths
 from enlace_agent.model_versions import CURRENT, install, use
+
+
+def _units(env: dict[str, str]) -> Path:
+    """systemd's folder for the user's units, as the household's paths place it."""
+    from enlace_config.schema.agent import AssistantConfig
+
+    return HouseholdPaths.of(AssistantConfig(), env).units
 
 
 def free_port() -> int:
@@ -236,7 +244,7 @@ def test_install_is_idempotent_and_refuses_what_cannot_start(
     (models / CURRENT).rename(models / "aside")
     refused = in_process(main, "service", "install", "--no-start", "--config", config)
     assert refused.returncode == 2 and "model install" in refused.stderr  # no model chosen
-    folder = service.unit_dir(home["env"])
+    folder = _units(home["env"])
     assert not folder.exists() or not any(folder.iterdir())
     (models / "aside").rename(models / CURRENT)
     first = in_process(main, "service", "install", "--no-start", "--config", config)
@@ -261,7 +269,8 @@ def test_interrupted_install_keeps_the_last_good_units(
     from enlace_agent.assistant import load_config
 
     env = home["env"]
-    old = service.plan(load_config(home["config"]), env, home["config"])
+    config = load_config(home["config"])
+    old = service.plan(config, HouseholdPaths.of(config, env, home["config"]), env)
     service.write_units(old)
     new = service.Plan(old.folder, {n: t + "# changed\n" for n, t in old.units.items()})
     written: list[str] = []
@@ -434,4 +443,4 @@ def test_install_start_status_and_model_switch_call_systemctl(
     calls.unlink()
     assert in_process(main, "service", "remove", "--config", config).returncode == 0
     assert calls.read_text().splitlines() == [f"--user disable --now {units}"]
-    assert not any(service.unit_dir(home["env"]).iterdir())
+    assert not any(_units(home["env"]).iterdir())

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent.cli.assistant import main
+from enlace_agent.household.database import MIGRATIONS, SCHEMA_VERSION, Store
 from enlace_agent.model_versions import CURRENT
-from enlace_agent.web.store import MIGRATIONS, SCHEMA_VERSION, Store
 
 
 def test_each_answer_names_its_model(

@@ -24,10 +24,10 @@ from enlace_agent.assistant import (
     build_client,
 )
 from enlace_agent.cli.assistant import main as assistant_main
+from enlace_agent.household.database import SCHEMA_VERSION, Store
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, secret_kind
 from enlace_agent.memory.view import prompt_line
 from enlace_agent.tools import REGISTRY
-from enlace_agent.web.store import SCHEMA_VERSION, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODEL_KEY = "sk-model-key-Zx81-do-not-keep"
@@ -69,7 +69,7 @@ def test_a_schema_4_file_written_before_memory_upgrades_without_losing_a_row(
     store = Store(path, lambda _path, found: seen.append(found))
     assert seen == [4]  # the snapshot hook ran before the migration
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert table_rows(path, "conversations", "*") == old["conversations"]
     assert table_rows(path, "sessions", "*") == old["sessions"]
     names = "id, conversation_id, role, content, sources, created, model"

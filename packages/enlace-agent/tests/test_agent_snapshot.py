@@ -26,8 +26,8 @@ from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent import snapshot as snap
 from enlace_agent.cli.assistant import main as assistant_main
+from enlace_agent.household.database import MIGRATIONS, SCHEMA_VERSION, Store
 from enlace_agent.snapshot import archive
-from enlace_agent.web.store import MIGRATIONS, SCHEMA_VERSION, Store
 
 FAMILY = ("Ana", "Luis", "Marta")
 TOKEN = "ana-secret-token-0123456789"
@@ -311,7 +311,7 @@ def schema_1_history(database: Path) -> None:
 
 
 def test_a_snapshot_is_taken_before_a_schema_migration(home: dict[str, Any]) -> None:
-    from enlace_agent.web.setup import store_for
+    from enlace_agent.household import store_for
 
     h = household(home)
     schema_1_history(h.database)
@@ -617,7 +617,7 @@ def test_the_page_takes_a_snapshot_before_it_migrates_an_old_history(
 def test_an_answer_being_written_in_the_snapshot_is_restored_as_interrupted(
     home: dict[str, Any],
 ) -> None:
-    from enlace_agent.web.store import INTERRUPTED, WRITING
+    from enlace_agent.household.database import INTERRUPTED, WRITING
 
     h = household(home)
     fill(h.database, 1)
@@ -828,7 +828,7 @@ def test_a_history_migrated_step_by_step_has_exactly_a_fresh_schema(home: dict[s
     """The schema check must never refuse a household's own file: one made at schema 1 and
     migrated on start, version by version, holds what a fresh database of the last version does,
     and its snapshots are made and verified."""
-    from enlace_agent.web.store import foreign_schema
+    from enlace_agent.household.database import foreign_schema
 
     h = household(home)
     schema_1_history(h.database)

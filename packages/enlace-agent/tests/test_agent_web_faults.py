@@ -20,7 +20,7 @@ import pytest
 from enlace_config.schema.agent import WebConfig
 from pydantic import ValidationError
 
-from enlace_agent.web.store import INTERRUPTED
+from enlace_agent.household.database import INTERRUPTED
 
 
 def ask(client: httpx.Client, text: str, cid: str | None = None) -> httpx.Response:

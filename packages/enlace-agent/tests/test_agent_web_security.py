@@ -20,10 +20,10 @@ import pytest
 from enlace_config.schema.agent import WebConfig
 from pydantic import ValidationError
 
+from enlace_agent.household import store_for
+from enlace_agent.household.database import MIGRATIONS
 from enlace_agent.web import Store
 from enlace_agent.web import app as web_app
-from enlace_agent.web.setup import store_for
-from enlace_agent.web.store import MIGRATIONS
 
 OLD_TOKEN = "ana-old-token-0123456789"
 NEW_TOKEN = "ana-new-token-9876543210"

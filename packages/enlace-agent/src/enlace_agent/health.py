@@ -22,10 +22,11 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent.model_versions import lost_version, models_dir
+from enlace_agent.household.database import SCHEMA_VERSION
+from enlace_agent.household.paths import HouseholdPaths
+from enlace_agent.model_versions import lost_version
 from enlace_agent.search.chain import SearchChain
 from enlace_agent.shared import as_array, as_object, loads_object
-from enlace_agent.web.store import SCHEMA_VERSION
 
 Status = Literal["ok", "warn", "fail"]
 MIB = 1 << 20
@@ -285,11 +286,11 @@ def check_snapshot(
     )
 
 
-def newest_verified_snapshot(config: AssistantConfig, env: Mapping[str, str]) -> Any:
-    """When the newest verified snapshot was made (None: none yet)."""
-    from enlace_agent.snapshot import household, snapshots
+def newest_verified_snapshot(folder: Path) -> Any:
+    """When the newest verified snapshot in `folder` was made (None: none yet)."""
+    from enlace_agent.snapshot import snapshots
 
-    for snap in snapshots(household(config, env).directory):
+    for snap in snapshots(folder):
         if snap.verified is not None:
             return snap.created
     return None
@@ -299,24 +300,23 @@ def newest_verified_snapshot(config: AssistantConfig, env: Mapping[str, str]) ->
 def run_checks(
     config: AssistantConfig,
     env: Mapping[str, str],
-    database: Path,
+    paths: HouseholdPaths,
     chain: Callable[[], SearchChain | None],
 ) -> list[Check]:
-    """Every check, in the order `doctor` prints them. `chain` gives the search chain (None:
-    search off) or raises `SearchUnavailable` with the Spanish reason and its fix."""
-    home = config.web.home
+    """Every check of the household at `paths`, in the order `doctor` prints them. `chain` gives
+    the search chain (None: search off) or raises `SearchUnavailable` with the Spanish reason and
+    its fix."""
+    home, database = config.web.home, paths.database
     try:
         search = check_search(chain())
     except SearchUnavailable as exc:
         search = check_search(None, str(exc))
     return [
-        check_model(
-            config, env.get(config.api_key_env, "").strip() or None, models_dir(config, env)
-        ),
+        check_model(config, env.get(config.api_key_env, "").strip() or None, paths.models),
         search,
         check_database(database, config.web.database_timeout_s),
         check_disk(database.parent, home.min_free_disk_mb),
-        check_snapshot(newest_verified_snapshot(config, env), home.max_snapshot_age_h),
+        check_snapshot(newest_verified_snapshot(paths.snapshots), home.max_snapshot_age_h),
     ]
 
 

@@ -31,7 +31,6 @@ from typing import IO, Any
 from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.files import atomic_write, fsync_dir, locked, sha256_file
-from enlace_agent.settings import data_dir
 from enlace_agent.shared import one_line
 
 MAGIC = b"GGUF"
@@ -68,11 +67,6 @@ class Version:
     installed: str
     metadata: Mapping[str, Any]
     current: bool
-
-
-def models_dir(config: AssistantConfig, env: Mapping[str, str]) -> Path:
-    folder = config.web.home.models_dir
-    return Path(folder) if folder else data_dir(env) / "models"
 
 
 # ---------------------------------------------------------------- reading a GGUF header
@@ -325,18 +319,18 @@ def rollback(folder: Path) -> Version:
     return version
 
 
-def serving_label(config: AssistantConfig, env: Mapping[str, str]) -> str:
+def serving_label(config: AssistantConfig, models: Path) -> str:
     """The model an answer names: the configured one, with the installed version the model
-    service serves when there is one (`enlace-chat (v2)`)."""
-    version = current_name(models_dir(config, env))
+    service serves from `models` when there is one (`enlace-chat (v2)`)."""
+    version = current_name(models)
     return f"{config.model} ({version})" if version else config.model
 
 
-def recently_switched(config: AssistantConfig, env: Mapping[str, str]) -> bool:
+def recently_switched(config: AssistantConfig, models: Path) -> bool:
     """True while a `model use` is recent enough for the model server to be still restarting
     (the link's own time, within `web.home.model_ready_timeout_s`)."""
     try:
-        changed = (models_dir(config, env) / CURRENT).lstat().st_mtime
+        changed = (models / CURRENT).lstat().st_mtime
     except OSError:
         return False
     return dt.datetime.now().timestamp() - changed < config.web.home.model_ready_timeout_s

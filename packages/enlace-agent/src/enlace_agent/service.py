@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.files import atomic_write_all, private_folder
-from enlace_agent.model_versions import CURRENT, models_dir
-from enlace_agent.settings import cache_dir, config_dir, data_dir
+from enlace_agent.household.paths import HouseholdPaths
+from enlace_agent.model_versions import CURRENT
 
 MODEL_UNIT = "enlace-model.service"
 WEB_UNIT = "enlace-web.service"
@@ -91,12 +91,6 @@ class Plan:
     writable: tuple[Path, ...] = ()  # made (0700) before the units start: systemd needs them
 
 
-def unit_dir(env: Mapping[str, str]) -> Path:
-    """systemd's folder for the user's own units."""
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
-    return Path(base) / "systemd" / "user"
-
-
 def quote(arg: str) -> str:
     """One argument of an Exec line, quoted for systemd (and `%`, `$` escaped)."""
     arg = arg.replace("%", "%%").replace("$", "$$")
@@ -109,11 +103,11 @@ def exec_line(argv: Sequence[str]) -> str:
     return " ".join(quote(a) for a in argv)
 
 
-def llama_server(config: AssistantConfig, env: Mapping[str, str]) -> Path:
+def llama_server(config: AssistantConfig, paths: HouseholdPaths) -> Path:
     """The llama-server binary: the configured one, or the newest the build script made."""
     if config.web.home.llama_server:
         return Path(config.web.home.llama_server)
-    built = sorted(cache_dir(env).glob("llama.cpp-*/build/bin/llama-server"))
+    built = sorted(paths.cache.glob("llama.cpp-*/build/bin/llama-server"))
     if not built:
         raise ServiceError(
             "no encuentro llama-server: compílalo con «scripts/build-llama-server.sh» (una vez "
@@ -122,11 +116,11 @@ def llama_server(config: AssistantConfig, env: Mapping[str, str]) -> Path:
     return built[-1]
 
 
-def model_argv(config: AssistantConfig, env: Mapping[str, str]) -> list[str]:
+def model_argv(config: AssistantConfig, paths: HouseholdPaths) -> list[str]:
     """llama-server's command line: the current model version, where base_url points."""
     url = urlsplit(config.base_url)
     home = config.web.home
-    argv = [str(llama_server(config, env)), "--model", str(models_dir(config, env) / CURRENT)]
+    argv = [str(llama_server(config, paths)), "--model", str(paths.models / CURRENT)]
     argv += ["--alias", config.model, "--jinja"]
     argv += ["--host", url.hostname or "127.0.0.1", "--port", str(url.port or 80)]
     argv += ["--ctx-size", str(home.context_size), "--parallel", str(home.parallel)]
@@ -147,14 +141,14 @@ def page_argv(config_file: Path, *command: str) -> list[str]:
     ]
 
 
-def plan(config: AssistantConfig, env: Mapping[str, str], config_file: Path | None = None) -> Plan:
-    config_file = (config_file or config_dir(env) / "assistant.yaml").resolve()
-    data = data_dir(env)
-    writable = [data, cache_dir(env)]
+def plan(config: AssistantConfig, paths: HouseholdPaths, env: Mapping[str, str]) -> Plan:
+    """The units for the household `paths` says; `env`'s XDG folders are passed on to the page."""
+    config_file = paths.config_file.resolve()
+    writable = [paths.data, paths.cache]
     if config.web.database:
-        writable.append(Path(config.web.database).parent)
+        writable.append(paths.database.parent)
     if config.web.snapshots.directory:
-        writable.append(Path(config.web.snapshots.directory))
+        writable.append(paths.snapshots)
     xdg = {
         k: v for k, v in env.items() if k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
     }
@@ -166,7 +160,7 @@ StartLimitIntervalSec=0
 
 [Service]
 Type=simple
-ExecStart={exec_line(model_argv(config, env))}
+ExecStart={exec_line(model_argv(config, paths))}
 {MODEL_FAMILIES}{SANDBOX}
 [Install]
 WantedBy=default.target
@@ -187,7 +181,7 @@ ReadWritePaths={" ".join(quote(f"-{p}") for p in writable)}
 [Install]
 WantedBy=default.target
 """
-    return Plan(unit_dir(env), {MODEL_UNIT: model, WEB_UNIT: web}, tuple(writable))
+    return Plan(paths.units, {MODEL_UNIT: model, WEB_UNIT: web}, tuple(writable))
 
 
 def write_units(p: Plan) -> list[str]:

@@ -8,9 +8,14 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from enlace_config.schema.agent import WebConfig
+
+    from enlace_agent.household import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The same words for --debug in every command's --help (tests/test_cli_help.py holds them to it).
@@ -126,3 +131,14 @@ def run_guarded(
                 f"Error inesperado en {prog} (vuelve a ejecutar con --debug para ver la traza).\n"
             )
         return EXIT_FAILED
+
+
+def open_store(config: WebConfig, env: Mapping[str, str]) -> Store | str:
+    """The household's store as `config` places it, or the Spanish reason it cannot be used (a
+    damaged file, one from a newer Enlace)."""
+    from enlace_agent.household import StoreError, store_for
+
+    try:
+        return store_for(config, env)
+    except StoreError as exc:
+        return f"no se puede usar el historial: {exc}"

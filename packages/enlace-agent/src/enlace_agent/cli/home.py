@@ -23,6 +23,7 @@ from enlace_agent.cli.common import (
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
+    from enlace_agent.household import HouseholdPaths
     from enlace_agent.search.chain import SearchChain
 
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -135,14 +136,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_guarded("enlace-assistant", args, run)
 
 
-def _settings(args: argparse.Namespace) -> tuple[AssistantConfig, dict[str, str]] | str:
+def _settings(
+    args: argparse.Namespace,
+) -> tuple[AssistantConfig, dict[str, str], HouseholdPaths] | str:
+    """The settings, the environment and where the household lives (built once, here)."""
     from enlace_agent.assistant import load_config
+    from enlace_agent.household import HouseholdPaths
     from enlace_agent.settings import SettingsError, load_env
 
     try:
-        return load_config(args.config), load_env(args.env_file)
+        config, env = load_config(args.config), load_env(args.env_file)
     except SettingsError as exc:
         return f"configuración no válida.\n{exc}"
+    return config, env, HouseholdPaths.of(config, env, args.config, args.env_file)
 
 
 def search_chain(config: AssistantConfig, env: Mapping[str, str]) -> SearchChain | None:
@@ -167,12 +173,6 @@ def search_chain(config: AssistantConfig, env: Mapping[str, str]) -> SearchChain
         raise SearchUnavailable(f"search.yaml no es válido. {exc}") from None
 
 
-def database_path(config: AssistantConfig, env: Mapping[str, str]) -> Path:
-    from enlace_agent.web.store import default_path
-
-    return Path(config.web.database) if config.web.database else default_path(env)
-
-
 def _doctor(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.health import needs_person, run_checks
     from enlace_agent.shared import redact
@@ -180,9 +180,9 @@ def _doctor(args: argparse.Namespace, secrets: list[str]) -> int:
     settings = _settings(args)
     if isinstance(settings, str):
         return fail(settings)
-    config, env = settings
+    config, env, paths = settings
     secrets.extend(v for k, v in env.items() if v and ("KEY" in k or "TOKEN" in k))
-    checks = run_checks(config, env, database_path(config, env), lambda: search_chain(config, env))
+    checks = run_checks(config, env, paths, lambda: search_chain(config, env))
     for check in checks:
         line = " ".join(check.message.split())  # one line each
         sys.stdout.write(f"{MARKS[check.status]} {redact(line, secrets)}\n")
@@ -213,7 +213,7 @@ def _service(args: argparse.Namespace, secrets: list[str]) -> int:
     settings = _settings(args)
     if isinstance(settings, str):
         return fail(settings)
-    config, env = settings
+    config, env, paths = settings
     if args.action == "wait":
         timeout = config.web.home.model_ready_timeout_s
         if service.wait_for_model(config.base_url, timeout):
@@ -223,7 +223,7 @@ def _service(args: argparse.Namespace, secrets: list[str]) -> int:
             f"{service.MODEL_UNIT}».",
             EXIT_FAILED,
         )
-    folder = service.unit_dir(env)
+    folder = paths.units
     if args.action == "status":
         for name in service.UNITS:
             there = "instalado" if (folder / name).is_file() else "no instalado"
@@ -241,13 +241,13 @@ def _service(args: argparse.Namespace, secrets: list[str]) -> int:
         )
         return EXIT_OK
     try:
-        plan = service.plan(config, env, args.config)
+        plan = service.plan(config, paths, env)
     except service.ServiceError as exc:
         return fail(str(exc))
     if args.dry_run:
         for name, text in plan.units.items():
             sys.stdout.write(f"# {plan.folder / name}\n{text}\n")
-    problem = _cannot_start(config, env, secrets)
+    problem = _cannot_start(config, env, paths, secrets)
     if problem is not None:
         return fail(f"no instalo unos servicios que no podrían arrancar: {problem}")
     if args.dry_run:
@@ -277,27 +277,28 @@ def _service(args: argparse.Namespace, secrets: list[str]) -> int:
 
 
 def _cannot_start(
-    config: AssistantConfig, env: Mapping[str, str], secrets: list[str]
+    config: AssistantConfig, env: Mapping[str, str], paths: HouseholdPaths, secrets: list[str]
 ) -> str | None:
     """Why the units could not start as configured (Spanish), or None."""
     import os
 
     from enlace_agent import service
     from enlace_agent.health import SearchUnavailable
-    from enlace_agent.model_versions import CURRENT, models_dir
+    from enlace_agent.household import WebSetupError, resolve_tokens
+    from enlace_agent.model_versions import CURRENT
 
-    binary = service.llama_server(config, env)
+    binary = service.llama_server(config, paths)
     if not os.access(binary, os.X_OK):
         return f"{binary} no existe o no se puede ejecutar (scripts/build-llama-server.sh)."
-    if not (models_dir(config, env) / CURRENT).exists():
+    if not (paths.models / CURRENT).exists():
         return "no hay ningún modelo elegido: «enlace-assistant model install FICHERO.gguf --use»."
     try:
         search_chain(config, env)
     except SearchUnavailable as exc:
         return str(exc)
-    try:
-        from enlace_agent.web import WebSetupError, resolve_tokens
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("starlette") is None:  # the page's unit runs `serve`
         return 'la página necesita el extra «web»: pip install "enlace-agent[web]".'
     try:
         secrets.extend(t for t in resolve_tokens(config.web, env).values() if t)
@@ -314,8 +315,8 @@ def _model(args: argparse.Namespace, secrets: list[str]) -> int:
     settings = _settings(args)
     if isinstance(settings, str):
         return fail(settings)
-    config, env = settings
-    folder = mv.models_dir(config, env)
+    _, _, paths = settings
+    folder = paths.models
     try:
         if args.action == "list":
             found = mv.versions(folder)
@@ -353,7 +354,7 @@ def _model(args: argparse.Namespace, secrets: list[str]) -> int:
     except mv.ModelRefused as exc:
         return fail(str(exc))
     sys.stdout.write(f"El servidor del modelo sirve ahora la versión {version.name}.\n")
-    if not args.no_restart and (service.unit_dir(env) / service.MODEL_UNIT).is_file():
+    if not args.no_restart and (paths.units / service.MODEL_UNIT).is_file():
         why = _systemctl("restart", service.MODEL_UNIT)
         if why is not None:
             return fail(why, EXIT_FAILED)

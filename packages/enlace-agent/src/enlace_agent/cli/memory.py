@@ -116,7 +116,7 @@ def open_memories(
 ) -> MemoryStore | str:
     """The household's memories (in the history file `web.database` names), or the Spanish
     reason they cannot be used. The configured keys join `secrets` (never stored, never shown)."""
-    from enlace_agent.cli.web import open_store
+    from enlace_agent.cli.common import open_store
     from enlace_agent.memory import MemoryStore, configured_secrets
 
     store = open_store(config.web, env)

@@ -25,7 +25,6 @@ from enlace_agent.cli.common import (
 if TYPE_CHECKING:
     from enlace_agent.snapshot import Household, Snapshot
 
-NO_EXTRA = 'las copias del historial necesitan el extra «web»: pip install "enlace-agent[web]".'
 EXAMPLES = """Antes de restaurar se hace una copia del estado actual, así que una restauración se deshace
 restaurando esa copia. Códigos de salida: 0 hecho, 1 falló (disco lleno, copia dañada al
 hacerla), 2 uso, configuración o copia rechazada.
@@ -101,11 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _household(args: argparse.Namespace, secrets: list[str]) -> Household | str:
     from enlace_agent.assistant import load_config
     from enlace_agent.settings import SettingsError, load_env
+    from enlace_agent.snapshot import household
 
-    try:
-        from enlace_agent.snapshot import household
-    except ImportError:
-        return NO_EXTRA
     try:
         env = load_env(args.env_file)
         config = load_config(args.config)

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +21,14 @@ from enlace_agent.cli.common import (
     Parser,
     examples,
     fail,
+    open_store,
     run_guarded,
     write_private,
 )
 from enlace_agent.cli.options import add_assistant_options, setup_assistant
 
 if TYPE_CHECKING:
-    from enlace_config.schema.agent import WebConfig
+    pass
 
 NO_EXTRA = (
     'la página web necesita el extra «web»: pip install "enlace-agent[web]" (Starlette y uvicorn).'
@@ -100,6 +101,7 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         from enlace_agent.web.app import WILDCARD_HOSTS
     except ImportError:
         return fail(NO_EXTRA)
+    from enlace_agent.household import HouseholdPaths
     from enlace_agent.settings import InvalidOptions, with_overrides
 
     built = setup_assistant(args, secrets)
@@ -110,7 +112,8 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         web = with_overrides(assistant.config.web, {"host": args.host, "port": args.port})
         assistant.config = assistant.config.model_copy(update={"web": web})
         secrets.extend(t for t in resolve_tokens(web, env).values() if t)
-        app = build_app(assistant, env)
+        paths = HouseholdPaths.of(assistant.config, env, args.config)
+        app = build_app(assistant, env, paths)
     except InvalidOptions as exc:
         flags = ", ".join(f"--{k}" if k in ("host", "port") else f"web.{k}" for k in exc.keys)
         return fail(f"opción no válida: {flags}.\n{exc}")
@@ -132,7 +135,7 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     refused = _cannot_listen(web.host, web.port)  # uvicorn would only log it, in English
     if refused:
         return fail(refused, EXIT_FAILED)
-    start_daily(household(assistant.config, env, args.config))  # daily snapshots (daemon thread)
+    start_daily(household(assistant.config, env, paths=paths))  # daily snapshots (daemon thread)
     # The service's journal: a line per request and per tool call, the snapshots' own lines and
     # failures (ERROR); the warnings only with --debug.
     for name in ("enlace_agent.web.access", "enlace_agent.assistant.tools"):
@@ -204,20 +207,6 @@ def _store(args: argparse.Namespace) -> Any:
     except SettingsError as exc:
         return f"configuración no válida.\n{exc}"
     return open_store(config.web, dict(os.environ))
-
-
-def open_store(config: WebConfig, env: Mapping[str, str]) -> Any:
-    """The history store of `config`, or the Spanish reason it cannot be used (the `web` extra
-    missing, a damaged file)."""
-    try:
-        from enlace_agent.web import StoreError
-        from enlace_agent.web.setup import store_for
-    except ImportError:
-        return NO_EXTRA
-    try:
-        return store_for(config, env)
-    except StoreError as exc:
-        return f"no se puede usar el historial: {exc}"
 
 
 def _export(args: argparse.Namespace, secrets: list[str]) -> int:

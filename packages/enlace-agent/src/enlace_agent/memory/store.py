@@ -1,4 +1,4 @@
-"""The memories, kept in the history file (`enlace_agent.web.store`, schema 5): each one a short
+"""The memories, kept in the history file (`enlace_agent.household.database`, schema 5): each one a short
 statement owned by one person or by the household (`person` NULL), with who wrote it, how
 (`page`, `cli`, `assistant`, `import`), the conversation it came from and when it was created,
 changed and last used.
@@ -25,8 +25,8 @@ from enlace_config.schema.agent import MemoryConfig
 from enlace_agent.memory.secrets import refusal, secret_kind
 from enlace_agent.shared import one_line
 
-if TYPE_CHECKING:  # the page's store module, without the page (Starlette) itself
-    from enlace_agent.web.store import Store
+if TYPE_CHECKING:
+    from enlace_agent.household.database import Store
 
 Scope = Literal["personal", "familia"]
 SCOPES: tuple[Scope, ...] = ("personal", "familia")

@@ -2,7 +2,7 @@
 is proven restorable when it is made, and a restore that can always be undone.
 
 One concern a module, each over the agent's file primitives (`enlace_agent.files`) and the
-history's store (`enlace_agent.web.store`, which alone knows the tables):
+history's store (`enlace_agent.household.database`, which alone knows the tables):
 
     errors     what can go wrong, in Spanish
     household  where a household's files are; the lock, scratch folders, the kill hook

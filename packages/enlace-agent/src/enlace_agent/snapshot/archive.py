@@ -30,10 +30,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
 
 from enlace_agent import files
+from enlace_agent.household.database import SCHEMA_VERSION, foreign_schema, read_only_uri
+from enlace_agent.household.paths import DATABASE as DATABASE_FILE
 from enlace_agent.snapshot.errors import ArchiveRefused, CannotDo, DiskFull
 from enlace_agent.snapshot.household import Household
 from enlace_agent.snapshot.seal import SEAL_MAGIC, unsealer
-from enlace_agent.web.store import SCHEMA_VERSION, foreign_schema, read_only_uri
 
 FORMAT = "enlace-snapshot"
 FORMAT_VERSION = 1
@@ -42,7 +43,7 @@ PLAIN, SEALED = ".tar.gz", ".tar.gz.enc"
 PARTIAL = ".partial"
 VERIFIED = ".verified.json"
 MANIFEST = "manifest.json"
-DATABASE = "web.sqlite3"
+DATABASE = DATABASE_FILE  # the archive member keeps the household file's own name
 KINDS = ("manual", "daily", "before-migration", "before-restore")
 MEMBER_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)?$")
 COPY_BYTES = 1 << 20  # read buffer of a member

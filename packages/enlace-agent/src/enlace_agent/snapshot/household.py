@@ -19,8 +19,7 @@ from pathlib import Path
 from enlace_config.schema.agent import AssistantConfig, SnapshotConfig
 
 from enlace_agent import files
-from enlace_agent.settings import config_dir
-from enlace_agent.web.store import default_path
+from enlace_agent.household.paths import HouseholdPaths
 
 KILL_ENV = "ENLACE_SNAPSHOT_TEST_KILL_AT"
 LOCK = ".snapshot.lock"  # beside the history file
@@ -50,26 +49,24 @@ def household(
     config: AssistantConfig,
     env: Mapping[str, str],
     config_path: Path | None = None,
+    paths: HouseholdPaths | None = None,
 ) -> Household:
-    """The household as the assistant's configuration describes it."""
+    """The household as the assistant's configuration describes it (`paths`: where it lives, when
+    the caller has it already)."""
+    paths = paths or HouseholdPaths.of(config, env, config_path)
     web, snap = config.web, config.web.snapshots
-    database = Path(web.database) if web.database else default_path(env)
-    directory = Path(snap.directory) if snap.directory else database.parent / "snapshots"
     settings: dict[str, Path] = {}
-    assistant_file = config_path or config_dir(env) / "assistant.yaml"
-    if assistant_file.is_file():
-        settings["settings/assistant.yaml"] = assistant_file
-    search_file = Path(config.search_config) if config.search_config else None
-    search_file = search_file or config_dir(env) / "search.yaml"
-    if search_file.is_file():
-        settings["settings/search.yaml"] = search_file
+    if paths.config_file.is_file():
+        settings["settings/assistant.yaml"] = paths.config_file
+    if paths.search_file.is_file():
+        settings["settings/search.yaml"] = paths.search_file
     passphrase = None
     if snap.passphrase_env is not None:
         passphrase = env.get(snap.passphrase_env, "") or None
     people = tuple({"name": p.name, "token_env": p.token_env} for p in web.people)
     return Household(
-        database,
-        directory,
+        paths.database,
+        paths.snapshots,
         snap,
         web.database_timeout_s,
         settings=settings,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent import files
+from enlace_agent.household.database import SECRET_TABLES, contents, has_table, read_only_uri
 from enlace_agent.snapshot.archive import (
     DATABASE,
     FORMAT,
@@ -46,7 +47,6 @@ from enlace_agent.snapshot.errors import (
 )
 from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
 from enlace_agent.snapshot.seal import sealer
-from enlace_agent.web.store import SECRET_TABLES, contents, has_table, read_only_uri
 
 log = logging.getLogger("enlace_agent.snapshot")
 

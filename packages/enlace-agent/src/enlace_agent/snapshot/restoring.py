@@ -19,12 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent import files
-from enlace_agent.snapshot.archive import DATABASE, VERIFIED, read_archive
-from enlace_agent.snapshot.catalog import Snapshot, sweep
-from enlace_agent.snapshot.errors import CannotDo, DiskFull, out_of_space
-from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
-from enlace_agent.snapshot.make import create_locked
-from enlace_agent.web.store import (
+from enlace_agent.household.database import (
     SECRET_TABLES,
     Store,
     has_table,
@@ -35,6 +30,11 @@ from enlace_agent.web.store import (
     person_tables,
     read_only_uri,
 )
+from enlace_agent.snapshot.archive import DATABASE, VERIFIED, read_archive
+from enlace_agent.snapshot.catalog import Snapshot, sweep
+from enlace_agent.snapshot.errors import CannotDo, DiskFull, out_of_space
+from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
+from enlace_agent.snapshot.make import create_locked
 
 RESTORE_STEP_PAGES = 256  # the restore's backup copies in steps inside one write transaction
 

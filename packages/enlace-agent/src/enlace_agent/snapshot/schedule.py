@@ -9,12 +9,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from enlace_agent.household.database import SCHEMA_VERSION, StoreError
 from enlace_agent.snapshot.archive import VERIFIED
 from enlace_agent.snapshot.catalog import snapshots
 from enlace_agent.snapshot.errors import SnapshotError
 from enlace_agent.snapshot.household import Household, locked
 from enlace_agent.snapshot.make import create
-from enlace_agent.web.store import SCHEMA_VERSION, StoreError
 
 log = logging.getLogger("enlace_agent.snapshot")
 

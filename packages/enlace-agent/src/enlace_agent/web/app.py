@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field, replace
 from importlib import resources
 from typing import Any, ParamSpec, TypeVar
 
@@ -41,12 +41,13 @@ from enlace_agent.assistant import (
     ModelUnavailable,
     TurnEnd,
 )
+from enlace_agent.household.database import Session, Store, StoreBusy
+from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configured_secrets
 from enlace_agent.model_versions import recently_switched, serving_label
 from enlace_agent.shared import loads_json
 from enlace_agent.toolkit import preview
 from enlace_agent.web.live import EventDict, LiveTurns
-from enlace_agent.web.store import Session, Store, StoreBusy
 
 log = logging.getLogger("enlace_agent.web")
 # One line per request (method, path, status, milliseconds): never a body, a query or a header.
@@ -139,11 +140,15 @@ class WebApp:
     tokens: Mapping[str, str | None]  # person -> their access token (None: name alone)
     live: LiveTurns
     env: Mapping[str, str] = field(default_factory=lambda: {})  # for the health checks
+    paths: HouseholdPaths = field(init=False)  # where the household lives (default: from env)
+    given_paths: InitVar[HouseholdPaths | None] = None
     # person -> the fingerprint of their token, which each of their sessions must carry
     fingerprints: dict[str, str] = field(init=False)
     memories: MemoryStore = field(init=False)  # in the history file; never another's
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, given_paths: HouseholdPaths | None) -> None:
+        found = given_paths or HouseholdPaths.of(self.assistant.config, self.env)
+        self.paths = replace(found, database=self.store.path)  # the store it was given
         self.fingerprints = {n: self.store.fingerprint(t) for n, t in self.tokens.items()}
         secrets = configured_secrets(self.assistant.config, self.env)
         self.memories = MemoryStore(self.store, self.assistant.config.memory, secrets)
@@ -229,7 +234,9 @@ class WebApp:
         self, person: str, conversation_id: str, row: int, question: str
     ) -> Iterator[EventDict]:
         history = self.store.history(person, conversation_id)
-        model = serving_label(self.assistant.config, self.env)  # which model wrote the answer
+        model = serving_label(
+            self.assistant.config, self.paths.models
+        )  # which model wrote the answer
         memory = MemoryView(self.memories, person, conversation_id)
         try:
             for event in self.assistant.turn(history, question, memory=memory):
@@ -251,7 +258,7 @@ class WebApp:
                 else MODEL_CONTEXT
                 if isinstance(exc, ContextExceeded)
                 else MODEL_CHANGING
-                if recently_switched(self.assistant.config, self.env)
+                if recently_switched(self.assistant.config, self.paths.models)
                 else MODEL_DOWN
                 if isinstance(exc, ModelUnavailable)
                 else MODEL_BROKEN
@@ -312,7 +319,7 @@ async def health(web: WebApp, request: Request) -> Response:
 
     config = web.assistant.config
     checks = await run_in_threadpool(
-        run_checks, config, web.env, web.store.path, lambda: assistant_chain(web.assistant)
+        run_checks, config, web.env, web.paths, lambda: assistant_chain(web.assistant)
     )
     ok = not needs_person(checks)
     return JSONResponse({"ok": ok, "checks": [c.to_dict() for c in checks]}, 200 if ok else 503)
@@ -648,13 +655,15 @@ def create_app(
     store: Store,
     tokens: Mapping[str, str | None],
     env: Mapping[str, str] | None = None,
+    paths: HouseholdPaths | None = None,
 ) -> ASGIApp:
-    """The page; `env` (default: the process's environment) is what the health checks read."""
+    """The page; `env` (default: the process's environment) is what the health checks read;
+    `paths`, where the household lives (default: as the settings and `env` place it)."""
     cut = store.mark_interrupted()  # answers a kill or a power cut left half-written
     if cut:
         log.info("%d answer(s) cut by the last stop marked as interrupted", cut)
     live = LiveTurns(store, config.answer_save_interval_s)
-    web = WebApp(config, assistant, store, dict(tokens), live, dict(env or os.environ))
+    web = WebApp(config, assistant, store, dict(tokens), live, dict(env or os.environ), paths)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from enlace_agent.web.store import Store, StoreError
+from enlace_agent.household.database import Store, StoreError
 
 log = logging.getLogger("enlace_agent.web")
 

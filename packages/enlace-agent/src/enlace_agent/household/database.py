@@ -1,5 +1,7 @@
-"""The histories of the web page: one SQLite file, a versioned schema, one person's rows never
-reachable from another's queries (every query names the person).
+"""The household's database: one SQLite file (`web.sqlite3`, the name it has always had) with the
+histories, the memories, the sign-ins and the shopping list; a versioned schema; one person's rows
+never reachable from another's queries (every query names the person). No web framework here: the
+page, memory, snapshots, `doctor` and the CLI all open it.
 
 The schema version is SQLite's `user_version`; `MIGRATIONS[i]` takes a file from version i to i+1,
 each in its own transaction, so an old file is brought up to date when the page starts and a file
@@ -24,9 +26,10 @@ from typing import Any
 
 from enlace_config.schema.agent import WebConfig
 
-from enlace_agent.settings import data_dir, os_reason
+from enlace_agent.household.paths import database_path
+from enlace_agent.settings import os_reason
 
-log = logging.getLogger("enlace_agent.web")
+log = logging.getLogger("enlace_agent.household")
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: conversations and their messages.
@@ -102,6 +105,20 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE memory_pauses (person TEXT PRIMARY KEY);
     ALTER TABLE messages ADD COLUMN memories TEXT NOT NULL DEFAULT '[]';
     """,
+    # 6: the household's shopping list (enlace_agent.tools.shopping): one row an item, `key` its
+    # words without accents or case (one «leche» however it is written), who added it, ticked or
+    # not. No `person` column: it is the household's (a person's restore and deletion leave it).
+    """
+    CREATE TABLE shopping_list (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        item TEXT NOT NULL,
+        key TEXT NOT NULL UNIQUE,
+        added_by TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 SECRET_TABLES = ("sessions",)  # sign-ins: hashes of cookies, never archived nor restored
@@ -128,8 +145,17 @@ class Session:
     fingerprint: str  # of the token the person signed in with (`Store.fingerprint`)
 
 
-def default_path(environ: Mapping[str, str] | None = None) -> Path:
-    return data_dir(environ) / "web.sqlite3"
+def store_for(
+    config: WebConfig,
+    env: Mapping[str, str],
+    before_migration: Callable[[Path, int], None] | None = None,
+) -> Store:
+    """The household's store as `config` places it (`household.paths.database_path`); the default
+    folder is Enlace's own (made 0700 even when it exists)."""
+    path, private = database_path(config, env)
+    return Store(
+        path, before_migration, private_folder=private, timeout_s=config.database_timeout_s
+    )
 
 
 def _hash(token: str) -> str:
