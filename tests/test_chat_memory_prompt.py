@@ -13,9 +13,10 @@ from typing import Any
 from enlace_agent.assistant.prompt import memory_block
 from enlace_agent.household.database import Store
 from enlace_agent.memory.store import MemoryStore
-from enlace_agent.memory.tools import ForgetTool, RememberTool
 from enlace_agent.memory.view import MemoryView
 from enlace_agent.tools import offered_specs
+from enlace_agent.tools.memory import ForgetTool, RememberTool
+from enlace_config.contracts import SHOPPING_LIST_TOOL_NAME
 from enlace_config.schema.agent import AssistantConfig
 from enlace_data.chat.builtin import MEMORY_FACTS, builtin_conversations
 
@@ -25,7 +26,13 @@ LINE = re.compile(r"^\d+\. \[(?P<whose>[^\]]+)\] «(?P<text>.*)»$")
 def _memory_conversations() -> list[dict[str, Any]]:
     tools = offered_specs(AssistantConfig())
     convs = builtin_conversations("train", 600, seed=3, tools=tools)
-    return [c for c in convs if c["messages"][0]["role"] == "system" and "Hablas con" in str(c)]
+    return [
+        c
+        for c in convs
+        if c["messages"][0]["role"] == "system"
+        and "Hablas con" in str(c)
+        and SHOPPING_LIST_TOOL_NAME not in str(c["messages"][2])  # the list's: their own test
+    ]
 
 
 def _replay(conv: dict[str, Any], tmp_path: Path) -> None:

@@ -13,9 +13,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
-
-DEBUG_EN = "show tracebacks on errors"
-DEBUG_ES = "registro detallado y trazas"
+from enlace_agent.cli.common import DEBUG_HELP as DEBUG_ES
+from enlace_config.contracts import DEBUG_HELP as DEBUG_EN
 
 Main = Callable[[Sequence[str]], int]
 

@@ -529,7 +529,7 @@ def search_tool(http_server: LocalServer, tmp_path: Path) -> Any:
     from enlace_config.schema.agent import SearchConfig
 
     from enlace_agent.search.chain import SearchChain
-    from enlace_agent.search.tool import SearchTool
+    from enlace_agent.tools.search import SearchTool
 
     url = http_server.reply("/lite/", 200, (FIXTURES / "ddg_lite_results_es.html").read_bytes())
     config = SearchConfig.model_validate(
@@ -639,6 +639,7 @@ def web_page(
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.assistant import Assistant, build_client
+    from enlace_agent.tools.protocol import Services
     from enlace_agent.web import build_app
 
     started: list[WebPage] = []
@@ -654,7 +655,10 @@ def web_page(
         config = AssistantConfig.model_validate(
             {"base_url": model_server.base_url, "web": web, **(assistant or {})}
         )
-        loop = Assistant(build_client(config, {}), tools=[search_tool], config=config)
+        services = Services(search_tool.chain)  # what health reads, as build_assistant sets it
+        loop = Assistant(
+            build_client(config, {}), tools=[search_tool], config=config, services=services
+        )
         page = serve_in_thread(build_app(loop, env or {}))
         started.append(page)
         return page

@@ -28,8 +28,8 @@ from enlace_agent.assistant import (
 )
 from enlace_agent.assistant.prompt import spanish_date, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
-from enlace_agent.search.tool import TOOL_NAME, SearchTool
-from enlace_agent.toolkit import ToolResult
+from enlace_agent.tools.protocol import ToolResult
+from enlace_agent.tools.search import TOOL_NAME, SearchTool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
@@ -152,7 +152,7 @@ def test_search_in_a_loop_stops_at_the_round_limit(
     ]
     end = end_of(run(make(model_server, search_tool, max_tool_rounds=2), "bucle"))
     assert end.stopped == "max_tool_rounds" and end.tool_rounds == 2
-    assert "límite de búsquedas" in end.text
+    assert "límite de herramientas" in end.text
     assert len(http_server.requests) == 2  # two searches ran, the third call did not
     assert len(model_server.bodies) == 3
     assert "tools" in model_server.bodies[1] and "tools" not in model_server.bodies[2]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from enlace_agent.search.tool import TOOL_NAME
+from enlace_agent.tools.search import TOOL_NAME
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
@@ -91,11 +91,13 @@ def test_tools_json_prints_the_specs_the_model_is_offered(
 ) -> None:
     """What `enlace-data chat builtin --tools` trains on: the exact specs of every request (one
     compact line: every byte is in the model's context), from the tool registry."""
-    from enlace_agent.memory.tools import FORGET_SPEC, REMEMBER_SPEC
-    from enlace_agent.search.tool import SEARCH_TOOL
+    from enlace_agent.tools.memory import FORGET_SPEC, REMEMBER_SPEC
+    from enlace_agent.tools.search import SEARCH_TOOL
+    from enlace_agent.tools.shopping import SHOPPING_SPEC
 
     code, out, _ = chat("--config", str(setup_files), "--tools-json")
-    assert code == 0 and json.loads(out) == [SEARCH_TOOL, REMEMBER_SPEC, FORGET_SPEC]
+    specs = [SEARCH_TOOL, SHOPPING_SPEC, REMEMBER_SPEC, FORGET_SPEC]
+    assert code == 0 and json.loads(out) == specs
     assert out == json.dumps(json.loads(out), ensure_ascii=False, separators=(",", ":")) + "\n"
     # The defaults (Brave as fallback, no key set): listing the specs needs no search key.
     assert chat("--tools-json") == (0, out, "")

@@ -27,7 +27,7 @@ from enlace_agent.assistant import (
     TurnEnd,
     build_client,
 )
-from enlace_agent.search.tool import TOOL_NAME, SearchTool
+from enlace_agent.tools.search import TOOL_NAME, SearchTool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PASTED_KEY = "BSAkR3xQ9vLmN2pT7wY4zH8jF1cD6gE"  # shaped like a Brave Search API key
@@ -127,8 +127,8 @@ def test_deep_json_from_a_failing_server_is_still_read_as_an_error(
 
 def test_the_json_helpers_and_the_tool_refuse_deep_nesting_as_ordinary_errors() -> None:
     from enlace_agent.search.models import loads_json, loads_object
-    from enlace_agent.search.tool import SearchArguments
-    from enlace_agent.toolkit import BadArguments, parse_arguments
+    from enlace_agent.tools.protocol import BadArguments, parse_arguments
+    from enlace_agent.tools.search import SearchArguments
 
     for levels in (DEEP, 15_000, 200_000):
         assert loads_object(deep_array(levels)) is None

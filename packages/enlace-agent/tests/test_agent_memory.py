@@ -241,7 +241,8 @@ def test_remember_then_use_in_a_new_conversation(
     model_server.script = model_server.remember_then_use()
     events = run(assistant, "Recuerda que mi hija se llama Lucía", ana)
     names = [t["function"]["name"] for t in model_server.bodies[0]["tools"]]
-    assert names == [e.name for e in REGISTRY] == ["buscar_en_internet", "recordar", "olvidar"]
+    assert names == [e.name for e in REGISTRY]
+    assert names == ["buscar_en_internet", "lista_de_la_compra", "recordar", "olvidar"]
     started = next(e for e in events if isinstance(e, ToolCallStarted))
     assert started.to_dict()["status"] == "Guardando en la memoria…"
     finished = next(e for e in events if isinstance(e, ToolCallFinished))
@@ -357,7 +358,9 @@ def test_a_paused_memory_is_neither_read_nor_written(
     model_server.script = [model_server.say("Vale.")]
     end = run(assistant, "¿A qué soy alérgica?", MemoryView(memories, "Ana"))[-1]
     body = model_server.bodies[0]
-    assert [t["function"]["name"] for t in body["tools"]] == ["buscar_en_internet"]
+    # the household's list stays offered: it is not the person's memory
+    names = [t["function"]["name"] for t in body["tools"]]
+    assert names == ["buscar_en_internet", "lista_de_la_compra"]
     assert "alérgica a los frutos" not in system_of(body) and "Hablas con" not in system_of(body)
     assert isinstance(end, TurnEnd) and end.memories == ()
     with pytest.raises(MemoryRefused, match="en pausa"):
@@ -378,7 +381,9 @@ def test_memory_switched_off_offers_nothing(
     model_server.script = [model_server.say("Vale.")]
     run(assistant, "¿A qué soy alérgica?", MemoryView(memories, "Ana"))
     body = model_server.bodies[0]
-    assert len(body["tools"]) == 1 and "alérgica a los" not in system_of(body)
+    names = [t["function"]["name"] for t in body["tools"]]
+    assert names == ["buscar_en_internet", "lista_de_la_compra"]  # no memory tool
+    assert "alérgica a los" not in system_of(body)
 
 
 # ---------------------------------------------------------------- snapshots

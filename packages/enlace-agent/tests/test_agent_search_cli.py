@@ -312,7 +312,8 @@ def test_importing_enlace_agent_and_the_cli_does_not_import_torch(
 ) -> None:
     code = (
         "import sys, enlace_agent, enlace_agent.cli.search\n"
-        "from enlace_agent.search import search, SearchChain, SEARCH_TOOL\n"
+        "from enlace_agent.search import search, SearchChain\n"
+        "from enlace_agent.tools.search import SEARCH_TOOL\n"
         "import enlace_agent.search.brave, enlace_agent.search.duckduckgo\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "print('ok')\n"

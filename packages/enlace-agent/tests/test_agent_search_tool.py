@@ -24,8 +24,8 @@ from enlace_agent.search.models import (
     redact,
 )
 from enlace_agent.search.settings import load_config, load_env
-from enlace_agent.search.tool import SEARCH_TOOL, format_for_model, run_search_tool
 from enlace_agent.settings import parse_env_file
+from enlace_agent.tools.search import SEARCH_TOOL, format_for_model, run_search_tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from enlace_agent.assistant.prompt import system_prompt
-from enlace_agent.search.tool import TOOL_NAME
+from enlace_agent.tools.search import TOOL_NAME
 
 # Words of the English messages that used to follow the Spanish head line.
 ENGLISH = re.compile(

@@ -325,11 +325,5 @@ class SearchUnavailable(Exception):
 
 
 def assistant_chain(assistant: Any) -> SearchChain | None:
-    """The search chain the running assistant uses (None: it offers no search)."""
-    from enlace_agent.search.tool import SearchTool
-
-    tools: Mapping[str, object] = assistant.tools
-    for tool in tools.values():
-        if isinstance(tool, SearchTool):
-            return tool.chain
-    return None
+    """The search chain the running assistant's tools share (None: it offers no search)."""
+    return assistant.services.chain

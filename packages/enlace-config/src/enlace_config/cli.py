@@ -20,13 +20,13 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from enlace_config.compose import check_file
+from enlace_config.contracts import DEBUG_HELP
 from enlace_config.errors import ConfigError, Problem
 from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
 from enlace_config.yamlio import dump_scalar
 
 EXIT_BAD_INPUT = 2
 # The developer command lines' shared words (tests/test_cli_help.py holds them to it).
-DEBUG_HELP = "show tracebacks on errors"
 RAW = argparse.RawDescriptionHelpFormatter
 
 

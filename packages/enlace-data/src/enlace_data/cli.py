@@ -12,10 +12,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from enlace_config.contracts import DEBUG_HELP
+
 from enlace_data.errors import DataError
 
 # The developer command lines' shared words (tests/test_cli_help.py holds them to it).
-DEBUG_HELP = "show tracebacks on errors"
 
 SUBCOMMAND_MODULES: list[str] = [
     "enlace_data.smoke",

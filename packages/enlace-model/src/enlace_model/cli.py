@@ -9,10 +9,11 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from enlace_config.contracts import DEBUG_HELP
+
 from enlace_model.gguf_export import GGUF_TYPES  # the package's __init__ has imported torch anyway
 
 # The developer command lines' shared words (tests/test_cli_help.py holds them to it).
-DEBUG_HELP = "show tracebacks on errors"
 RAW = argparse.RawDescriptionHelpFormatter
 
 

@@ -16,6 +16,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from enlace_config.contracts import DEBUG_HELP
+
 USAGE = """\
 enlace-train CONFIG [KEY=VALUE ...] [--debug]     train (or resume) the run CONFIG describes
 enlace-train sample RUN_DIR --prompt TEXT [...]  continue TEXT with a run's newest checkpoint
@@ -27,7 +29,6 @@ enlace-train lm-eval MODEL [--tasks ...]         Spanish benchmarks (lm-eval) on
 
 EXIT_BAD_INPUT = 2
 # The developer command lines' shared words (tests/test_cli_help.py holds them to it).
-DEBUG_HELP = "show tracebacks on errors"
 
 
 def _fail(message: str, exc: BaseException | None, debug: bool, code: int = EXIT_BAD_INPUT) -> int:

@@ -36,10 +36,19 @@ from enlace_agent.assistant.client import (
 )
 from enlace_agent.assistant.prompt import memory_block, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
-from enlace_agent.toolkit import Source, Tool, ToolContext, ToolResult, preview, tool_name
-from enlace_agent.tools import REGISTRY, failed_line, status_line
+from enlace_agent.tools import REGISTRY, failed_line, made, prompt_paragraphs, status_line
+from enlace_agent.tools.protocol import (
+    Services,
+    Source,
+    Tool,
+    ToolResult,
+    TurnContext,
+    preview,
+    tool_name,
+)
 
 if TYPE_CHECKING:
+    from enlace_agent.household import Store
     from enlace_agent.memory import Memory, MemoryView
 
 log = logging.getLogger("enlace_agent.assistant")
@@ -48,7 +57,9 @@ tools_log = logging.getLogger("enlace_agent.assistant.tools")
 
 Message = dict[str, Any]
 
-NOTE_ROUNDS = "(He llegado al límite de búsquedas para esta pregunta; respondo con lo que tengo.)"
+NOTE_ROUNDS = (
+    "(He llegado al límite de herramientas para esta pregunta; respondo con lo que tengo.)"
+)
 NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
 NOTE_LENGTH = "(La respuesta era demasiado larga y se ha cortado.)"
 
@@ -156,7 +167,10 @@ class Assistant:
         tools: Sequence[Tool],
         config: AssistantConfig,
         today: Callable[[], dt.date] = dt.date.today,
+        services: Services | None = None,
     ) -> None:
+        """`tools`: those every turn offers; `services`: what the tools made for a turn share
+        (the search chain), built once."""
         self.client = client
         self.tools = {tool_name(t): t for t in tools}
         self.config = config
@@ -164,6 +178,7 @@ class Assistant:
         # Characters of the request's JSON per token of the model: the configured guess, then
         # what a server that refused a request as too long counted.
         self.chars_per_token = config.memory.chars_per_token
+        self.services = services or Services()
 
     def turn(
         self,
@@ -171,10 +186,13 @@ class Assistant:
         user_text: str,
         *,
         memory: MemoryView | None = None,
+        household: Store | None = None,
     ) -> Iterator[Event]:
-        """One turn; with `memory` (one person's, not paused) its memories enter the prompt,
-        the personal tools of the registry (`recordar`, `olvidar`) are offered, and `TurnEnd`
-        says which memories the answer used."""
+        """One turn. With `memory` (one person's) the household's tools are offered (the
+        shopping list, in `household`, default the memory's database) and, when the memory is
+        active (on, not paused), its memories enter the prompt, the memory's tools (`recordar`,
+        `olvidar`) are offered, and `TurnEnd` says which memories the answer used. The prompt
+        has the paragraph of each tool offered (the registry's)."""
         state = _Turn(
             [*map(dict, history), {"role": "user", "content": user_text}],
             time.monotonic(),
@@ -183,14 +201,29 @@ class Assistant:
             question_at=len(history),
         )
         deadline = state.started + self.config.time_budget_s
-        content = system_prompt(self.config.system_prompt, self.today())
         if memory is not None and memory.active():
             state.memory, state.recalled = memory, memory.recall(user_text)
-            content += "\n\n" + memory_block(memory.person, state.recalled)
-            if self.config.max_tool_rounds:
-                context = ToolContext(memory=memory, numbered=state.recalled)
-                personal = [e.make(context) for e in REGISTRY if e.personal]
-                state.tools.update({tool_name(t): t for t in personal})
+        if household is None and memory is not None:
+            household = memory.memories.store
+        context = TurnContext(
+            self.config,
+            self.services,
+            person=memory.person if memory is not None else None,
+            household=household,
+            memory=state.memory,
+            numbered=state.recalled,
+        )
+        offered = [e.prompt for e in REGISTRY if e.name in self.tools and e.prompt]
+        content = system_prompt(
+            self.config.system_prompt, self.today(), offered if self.config.max_tool_rounds else []
+        )
+        if paragraphs := prompt_paragraphs(context, "household"):
+            content += "\n\n" + "\n".join(paragraphs)
+        if state.memory is not None:
+            tools = prompt_paragraphs(context, "memory")
+            content += "\n\n" + memory_block(state.memory.person, state.recalled, tools)
+        for needs in ("household", "memory"):
+            state.tools.update({tool_name(t): t for t in made(context, needs)})
         system = {"role": "system", "content": content}
         specs = [t.spec for t in state.tools.values()]
         while True:

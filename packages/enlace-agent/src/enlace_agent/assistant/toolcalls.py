@@ -11,10 +11,12 @@ blocks it holds back become `ToolCall`s (with a Spanish `problem` when one canno
 
 from __future__ import annotations
 
+from enlace_config.contracts import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+
 from enlace_agent.assistant.client import ToolCall
 from enlace_agent.shared import loads_object
 
-OPEN, CLOSE = "<tool_call>", "</tool_call>"
+OPEN, CLOSE = TOOL_CALL_OPEN, TOOL_CALL_CLOSE
 
 
 class TextCallFilter:

@@ -165,7 +165,7 @@ def _ask(
         TurnEnd,
     )
     from enlace_agent.shared import redact
-    from enlace_agent.toolkit import preview
+    from enlace_agent.tools.protocol import preview
 
     def write(text: str) -> None:
         sys.stdout.write(redact(text, secrets))

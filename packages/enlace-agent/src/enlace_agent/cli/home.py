@@ -153,22 +153,16 @@ def _settings(
 
 def search_chain(config: AssistantConfig, env: Mapping[str, str]) -> SearchChain | None:
     """The chain the assistant would build (None: search off), or `SearchUnavailable`."""
-    from enlace_agent.assistant.setup import search_file
-    from enlace_agent.cli.search import missing_key_message, only_duckduckgo_in
+    from enlace_agent.assistant.setup import search_chain as build
+    from enlace_agent.cli.options import missing_search_key
     from enlace_agent.health import SearchUnavailable
-    from enlace_agent.search.chain import SearchChain
     from enlace_agent.search.errors import MissingCredential
-    from enlace_agent.search.settings import load_config as load_search_config
-    from enlace_agent.settings import SettingsError, settings_file
+    from enlace_agent.settings import SettingsError
 
-    if config.max_tool_rounds == 0:
-        return None
     try:
-        return SearchChain(load_search_config(search_file(config), environ=env), env=env)
+        return build(config, env)
     except MissingCredential as exc:
-        file = settings_file("search.yaml", search_file(config), env)
-        why = missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))
-        raise SearchUnavailable(why) from None
+        raise SearchUnavailable(missing_search_key(exc, config, env)) from None
     except SettingsError as exc:
         raise SearchUnavailable(f"search.yaml no es válido. {exc}") from None
 

@@ -6,6 +6,7 @@ the arguments are parsed)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
     from enlace_agent.assistant import Assistant
+    from enlace_agent.search.errors import MissingCredential
 
 FLAGS = {
     "base_url": "--base-url",
@@ -51,10 +53,9 @@ def setup_assistant(
     # Deferred for start-up: pydantic, httpx and the config schema load only once the arguments
     # are read (`--help` and usage errors stay standard-library only).
     from enlace_agent.assistant import build_assistant, load_config
-    from enlace_agent.assistant.setup import search_file
-    from enlace_agent.cli.search import KEY_ENV, missing_key_message, only_duckduckgo_in
+    from enlace_agent.cli.search import KEY_ENV
     from enlace_agent.search.errors import MissingCredential
-    from enlace_agent.settings import InvalidOptions, SettingsError, load_env, settings_file
+    from enlace_agent.settings import InvalidOptions, SettingsError, load_env
     from enlace_agent.shared import redact
 
     overrides: dict[str, Any] = {
@@ -71,10 +72,20 @@ def setup_assistant(
         try:
             return build_assistant(config, env), env
         except MissingCredential as exc:
-            file = settings_file("search.yaml", search_file(config), env)
-            return missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))
+            return missing_search_key(exc, config, env)
     except InvalidOptions as exc:
         flags = ", ".join(FLAGS.get(k, k) for k in exc.keys)
         return f"opción no válida: {flags}.\n{exc}"
     except SettingsError as exc:
         return f"configuración no válida.\n{redact(str(exc), secrets)}"
+
+
+def missing_search_key(
+    exc: MissingCredential, config: AssistantConfig, env: Mapping[str, str]
+) -> str:
+    """What to do about the search key the chain of `config` lacks (Spanish)."""
+    from enlace_agent.cli.search import missing_key_message, only_duckduckgo_in
+    from enlace_agent.household import HouseholdPaths
+
+    file = HouseholdPaths.of(config, env).search_file
+    return missing_key_message(exc.provider, exc.env_var, env, only_duckduckgo_in(file))

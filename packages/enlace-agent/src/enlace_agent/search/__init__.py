@@ -1,6 +1,7 @@
 """Web search for the family assistant: DuckDuckGo Lite first, Brave Search as fallback
 (`search("receta de tortilla")`). `enlace-search` lives in `enlace_agent.cli.search`, so that its
-`--help` starts without importing httpx, BeautifulSoup or pydantic."""
+`--help` starts without importing httpx, BeautifulSoup or pydantic. The search as the assistant's
+tool (`SEARCH_TOOL`, `run_search_tool`) is in `enlace_agent.tools.search`."""
 
 from enlace_agent.search.api import search
 from enlace_agent.search.chain import Provider, SearchChain
@@ -22,10 +23,8 @@ from enlace_agent.search.errors import (
     Unavailable,
 )
 from enlace_agent.search.models import SearchRequest, SearchResponse, SearchResult
-from enlace_agent.search.tool import SEARCH_TOOL, format_for_model, run_search_tool
 
 __all__ = [
-    "SEARCH_TOOL",
     "AllProvidersFailed",
     "AuthenticationFailed",
     "Blocked",
@@ -46,7 +45,5 @@ __all__ = [
     "SearchResponse",
     "SearchResult",
     "Unavailable",
-    "format_for_model",
-    "run_search_tool",
     "search",
 ]

@@ -15,7 +15,7 @@ from enlace_agent.cli.common import DEBUG_HELP, Parser, examples, fail, run_guar
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
-    from enlace_agent.search.tool import SearchTool
+    from enlace_agent.tools.search import SearchTool
 
 
 def build_server(tool: SearchTool) -> Server[Any, Any]:
@@ -79,8 +79,8 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.search.chain import SearchChain
     from enlace_agent.search.errors import MissingCredential
     from enlace_agent.search.settings import load_config, load_env
-    from enlace_agent.search.tool import SearchTool
     from enlace_agent.settings import SettingsError, settings_file
+    from enlace_agent.tools.search import SearchTool
 
     try:
         env = load_env(args.env_file)

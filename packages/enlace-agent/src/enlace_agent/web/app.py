@@ -46,7 +46,7 @@ from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configured_secrets
 from enlace_agent.model_versions import recently_switched, serving_label
 from enlace_agent.shared import loads_json
-from enlace_agent.toolkit import preview
+from enlace_agent.tools.protocol import preview
 from enlace_agent.web.live import EventDict, LiveTurns
 
 log = logging.getLogger("enlace_agent.web")

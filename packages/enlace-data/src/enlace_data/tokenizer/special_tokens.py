@@ -9,11 +9,12 @@ single id that is never produced from text: a user who types "<|im_end|>" gets o
 
 from __future__ import annotations
 
+from enlace_config.contracts import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+
 EOT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
-TOOL_CALL = "<tool_call>"
-TOOL_CALL_END = "</tool_call>"
+TOOL_CALL, TOOL_CALL_END = TOOL_CALL_OPEN, TOOL_CALL_CLOSE  # the pair the agent reads back
 TOOL_RESPONSE = "<tool_response>"
 TOOL_RESPONSE_END = "</tool_response>"
 

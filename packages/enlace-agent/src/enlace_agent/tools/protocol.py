@@ -1,19 +1,22 @@
 """What every tool of the assistant shares. A tool has `spec` (an OpenAI-style function spec whose
 `parameters` is the JSON schema of its pydantic arguments model) and `run(arguments) -> ToolResult`;
 it never raises for a model's mistake: bad arguments and failures come back with `error=True` and a
-Spanish text the model can act on."""
+Spanish text the model can act on. Its `ToolEntry` says how it is made from a `TurnContext` (who
+speaks, the household, the settings, the services the assistant shares), when it is offered, and
+the paragraph of the system prompt that presents it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
 if TYPE_CHECKING:
     from enlace_config.schema.agent import AssistantConfig
 
+    from enlace_agent.household import Store
     from enlace_agent.memory import Memory, MemoryView
     from enlace_agent.search.chain import SearchChain
 
@@ -51,14 +54,31 @@ class Tool(Protocol):
 
 
 @dataclass(frozen=True)
-class ToolContext:
-    """What a tool may need to be made: the search chain (None: the user's, built on first use),
-    and for the personal tools, one person's memory with the memories this turn's prompt
-    numbered (`olvidar 3` means the third of them)."""
+class Services:
+    """What the tools share across turns, built once with the assistant: the search chain (None:
+    the user's, built on first use)."""
 
     chain: SearchChain | None = None
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a tool may need to be made for one turn: the settings, the shared services, who speaks
+    (None: nobody known, the terminal without --person), the household's database (None: not
+    open), and that person's memory (when active) with the memories this turn's prompt numbered
+    (`olvidar 3` means the third of them)."""
+
+    config: AssistantConfig
+    services: Services = field(default_factory=Services)
+    person: str | None = None
+    household: Store | None = None
     memory: MemoryView | None = None
     numbered: Sequence[Memory] = ()
+
+
+# What a tool needs to be offered: nothing (made once, with the assistant), the household's
+# database, or a person's active memory (both made for each turn).
+Needs = Literal["nothing", "household", "memory"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +87,25 @@ class ToolEntry:
     spec: Mapping[str, Any]
     status: str  # shown while it runs («Buscando en internet…»)
     failed: str  # shown when it fails, unless its result says more
-    make: Callable[[ToolContext], Tool]
-    personal: bool = False  # needs a person's memory: made for each turn of that person
+    make: Callable[[TurnContext], Tool]
+    prompt: str = ""  # its paragraph of the system prompt ("": presented by another's)
+    needs: Needs = "nothing"
 
-    def offered(self, config: AssistantConfig) -> bool:
-        """Whether the model is offered this tool under `config`."""
+    def enabled(self, config: AssistantConfig) -> bool:
+        """Whether `config` lets the model be offered this tool at all (`--tools-json`)."""
         if config.max_tool_rounds == 0:
             return False
-        return config.memory.enabled or not self.personal
+        return config.memory.enabled or self.needs != "memory"
+
+    def offered(self, context: TurnContext) -> bool:
+        """Whether this turn offers it: enabled, and what it needs is there."""
+        if not self.enabled(context.config):
+            return False
+        if self.needs == "household":
+            return context.household is not None
+        if self.needs == "memory":
+            return context.memory is not None
+        return True
 
 
 def tool_name(tool: Tool) -> str:

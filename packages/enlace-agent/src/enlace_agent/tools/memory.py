@@ -1,21 +1,23 @@
 """`recordar` and `olvidar`: the model writes and erases one person's memories (or the
 household's) through the person's `MemoryView`, never another's. Their lines in the registry
-(`enlace_agent.tools`) are `REMEMBER` and `FORGET`."""
+(`enlace_agent.tools`) are `REMEMBER` and `FORGET`; their paragraph closes the prompt's memory
+block (`assistant.prompt.memory_block`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from enlace_config.contracts import FORGET_TOOL_NAME, MEMORY_TOOLS, REMEMBER_TOOL_NAME
 from pydantic import BaseModel, ConfigDict, Field
 
 from enlace_agent.memory.store import Memory, MemoryRefused
 from enlace_agent.memory.view import MemoryView
-from enlace_agent.toolkit import (
+from enlace_agent.tools.protocol import (
     BadArguments,
-    ToolContext,
     ToolEntry,
     ToolResult,
+    TurnContext,
     function_spec,
     parse_arguments,
 )
@@ -36,8 +38,10 @@ class ForgetArguments(BaseModel):
     recuerdo: str = Field(min_length=1, description="Su número en la lista, o sus palabras.")
 
 
-REMEMBER_SPEC = function_spec("recordar", "Guarda un recuerdo de la familia.", RememberArguments)
-FORGET_SPEC = function_spec("olvidar", "Borra un recuerdo.", ForgetArguments)
+REMEMBER_SPEC = function_spec(
+    REMEMBER_TOOL_NAME, "Guarda un recuerdo de la familia.", RememberArguments
+)
+FORGET_SPEC = function_spec(FORGET_TOOL_NAME, "Borra un recuerdo.", ForgetArguments)
 
 
 class RememberTool:
@@ -89,25 +93,26 @@ class ForgetTool:
         return ToolResult(f"Olvidado: «{forgotten.text}».", notice=f"Olvidé: «{forgotten.text}»")
 
 
-def _memory_of(context: ToolContext) -> MemoryView:
-    if context.memory is None:  # the registry makes personal tools only with a person's memory
+def _memory_of(context: TurnContext) -> MemoryView:
+    if context.memory is None:  # the registry makes these only with a person's active memory
         raise ValueError("a memory tool needs a person's memory")
     return context.memory
 
 
 REMEMBER = ToolEntry(
-    "recordar",
+    REMEMBER_TOOL_NAME,
     REMEMBER_SPEC,
     status="Guardando en la memoria…",
     failed="No se ha podido guardar el recuerdo.",
     make=lambda context: RememberTool(_memory_of(context)),
-    personal=True,
+    prompt=MEMORY_TOOLS,  # for both: one paragraph speaks of recordar and olvidar
+    needs="memory",
 )
 FORGET = ToolEntry(
-    "olvidar",
+    FORGET_TOOL_NAME,
     FORGET_SPEC,
     status="Borrando de la memoria…",
     failed="No se ha podido borrar el recuerdo.",
     make=lambda context: ForgetTool(_memory_of(context), context.numbered),
-    personal=True,
+    needs="memory",
 )
