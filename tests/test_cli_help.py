@@ -80,15 +80,18 @@ def test_developer_cli_helps_end_with_an_example_and_share_the_debug_words(prog:
 
 
 def test_family_cli_helps_end_with_an_example_and_share_the_debug_words() -> None:
-    from enlace_agent.cli import assistant, home, memory, search, snapshot, web
+    import importlib
+
+    from enlace_agent.cli import assistant, search
 
     argvs: list[tuple[list[str], bool]] = [([], True)]  # the chat itself
-    argvs += list(helps(web.build_parser(), []))[1:]
-    argvs += list(helps(snapshot.build_parser(), ["snapshot"]))
-    argvs += list(helps(home.build_parser(), []))[1:]
-    argvs += list(helps(memory.build_parser(), ["memory"]))
-    dispatched = {*assistant.WEB_COMMANDS, "snapshot", "memory", *assistant.HOME_COMMANDS}
-    assert {argv[0] for argv, _ in argvs if argv} == dispatched
+    for name, verb in assistant.COMMANDS.items():  # every command, from the one table
+        parser = importlib.import_module(f"enlace_agent.cli.{verb.module}").build_parser()
+        if verb.group:
+            argvs += list(helps(parser, [name]))
+        else:  # the module's parser has the command among its own
+            argvs += [(argv, runs) for argv, runs in helps(parser, []) if argv[:1] == [name]]
+    assert {argv[0] for argv, _ in argvs if argv} == set(assistant.COMMANDS)
     for argv, runs in argvs:
         text = help_text(assistant.main, argv)
         check(text, " ".join(["enlace-assistant", *argv]), DEBUG_ES, runs, "ejemplo")

@@ -5,10 +5,12 @@ Only the standard library is imported before the arguments are parsed."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from enlace_agent.cli.common import EXIT_FAILED, EXIT_OK, Parser, examples, fail, run_guarded
@@ -19,8 +21,33 @@ if TYPE_CHECKING:
     from enlace_agent.memory import MemoryView
 
 
-WEB_COMMANDS = ("serve", "export-history", "delete-history", "end-sessions")
-HOME_COMMANDS = ("doctor", "service", "model")  # cli/home.py
+@dataclass(frozen=True)
+class Verb:
+    """A command of `enlace-assistant` besides the chat: the module under `enlace_agent.cli` that
+    runs it (imported only when named: the chat's own `--help` loads none of them; none of them
+    imports this module) and its line of `--help`. A `group` module is a command of commands
+    (`snapshot create`) and gets what follows its name; the others parse the name themselves."""
+
+    module: str
+    help: str
+    group: bool = False
+
+
+# Every command, in the order `--help` lists them.
+COMMANDS: dict[str, Verb] = {
+    "serve": Verb("web", "sirve la página web de la familia"),
+    "export-history": Verb("web", "el historial de una persona en JSON"),
+    "delete-history": Verb("web", "borra el historial de una persona (no la lista de la compra)"),
+    "end-sessions": Verb("web", "cierra las sesiones de una persona en la página"),
+    "memory": Verb(
+        "memory", "lo que Enlace recuerda: list, add, forget, export, import, pause, resume", True
+    ),
+    "lista": Verb("shopping", "la lista de la compra: ver, añadir, quitar, tachar, limpiar", True),
+    "snapshot": Verb("snapshot", "copias de seguridad: create, list, verify, restore", True),
+    "doctor": Verb("home", "comprueba el servidor doméstico"),
+    "service": Verb("home", "los servicios del servidor doméstico: install, remove, status"),
+    "model": Verb("home", "las versiones del modelo: install, list, use, rollback"),
+}
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
 # How to start a model server, in the hint for "nothing answers" (--jinja: the Enlace models' tool
 # calls need the chat template; the port is the default base_url's).
@@ -33,13 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Habla con el asistente familiar Enlace; busca en internet cuando hace falta "
         "y dice de dónde saca cada dato.",
         epilog="Códigos de salida: 0 respuesta, 1 falló el servidor del modelo, 2 uso o "
-        "configuración incorrectos. La página web: enlace-assistant serve (--help para sus "
-        "opciones); export-history y delete-history NOMBRE para el historial de una persona, "
-        "end-sessions NOMBRE para cerrar sus sesiones; "
-        "snapshot (create, list, verify, restore) para las copias de seguridad; "
-        "memory (list, add, forget, export, import, pause, resume) para lo que Enlace recuerda; "
-        "doctor, service y model para el servidor doméstico. "
-        "La configuración se lee de --config o de "
+        "configuración incorrectos.\n\nÓrdenes (enlace-assistant ORDEN --help para sus "
+        "opciones):\n"
+        + "".join(f"  {name:<15} {verb.help}\n" for name, verb in COMMANDS.items())
+        + "\nLa configuración se lee de --config o de "
         "$XDG_CONFIG_HOME/enlace/assistant.yaml; la clave del servidor (si la pide), de la "
         "variable que nombra api_key_env (ENLACE_MODEL_API_KEY por defecto).\n\n"
         + examples(
@@ -70,24 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    # The subcommands' modules are imported only when named (start-up: the chat's own `--help`
-    # loads none of them); none of them imports this module.
-    if args and args[0] in WEB_COMMANDS:
-        from enlace_agent.cli.web import main as web_main
-
-        return web_main(args)
-    if args and args[0] == "snapshot":
-        from enlace_agent.cli.snapshot import main as snapshot_main
-
-        return snapshot_main(args[1:])
-    if args and args[0] == "memory":
-        from enlace_agent.cli.memory import main as memory_main
-
-        return memory_main(args[1:])
-    if args and args[0] in HOME_COMMANDS:
-        from enlace_agent.cli.home import main as home_main
-
-        return home_main(args)
+    if args and (verb := COMMANDS.get(args[0])) is not None:
+        module = importlib.import_module(f"enlace_agent.cli.{verb.module}")
+        return module.main(args[1:] if verb.group else args)
     return run_guarded("enlace-assistant", build_parser().parse_args(argv), _run)
 
 

@@ -47,6 +47,7 @@ from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configur
 from enlace_agent.model_versions import recently_switched, serving_label
 from enlace_agent.shared import loads_json
 from enlace_agent.tools.protocol import preview
+from enlace_agent.tools.shopping import ItemRefused, ShoppingList
 from enlace_agent.web.live import EventDict, LiveTurns
 
 log = logging.getLogger("enlace_agent.web")
@@ -145,6 +146,7 @@ class WebApp:
     # person -> the fingerprint of their token, which each of their sessions must carry
     fingerprints: dict[str, str] = field(init=False)
     memories: MemoryStore = field(init=False)  # in the history file; never another's
+    shopping: ShoppingList = field(init=False)  # the household's, the same for everyone
 
     def __post_init__(self, given_paths: HouseholdPaths | None) -> None:
         found = given_paths or HouseholdPaths.of(self.assistant.config, self.env)
@@ -152,6 +154,7 @@ class WebApp:
         self.fingerprints = {n: self.store.fingerprint(t) for n, t in self.tokens.items()}
         secrets = configured_secrets(self.assistant.config, self.env)
         self.memories = MemoryStore(self.store, self.assistant.config.memory, secrets)
+        self.shopping = ShoppingList(self.store)
 
     async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A store call, in a thread (SQLite blocks: never on the event loop); a history file
@@ -649,6 +652,58 @@ async def server_fault(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": SERVER_FAULT}, 500)
 
 
+# ---------------------------------------------------------------- the shopping list
+NO_ITEM = "Eso ya no está en la lista."
+
+
+def item_id(request: Request) -> int:
+    raw = request.path_params["iid"]
+    if not raw.isdigit() or len(raw) > 18:
+        raise HttpError(404, NO_ITEM)
+    return int(raw)
+
+
+async def list_shopping(web: WebApp, request: Request) -> Response:
+    """The household's list, the same for every person of the family."""
+    await web.session(request)
+    found = await web.db(web.shopping.items)
+    return JSONResponse({"items": [i.to_dict() for i in found]})
+
+
+async def add_shopping(web: WebApp, request: Request) -> Response:
+    """POST {text}: one item added by the person (201; 200 when it was there: now unticked)."""
+    session = await web.session(request)
+    web.check_write(request, session)
+    text = (await web.read_json(request)).get("text")
+    if not isinstance(text, str):
+        raise HttpError(400, "Escribe qué hay que comprar.")
+    try:
+        [(item, new)] = await web.db(web.shopping.add, session.person, [text])
+    except ItemRefused as exc:
+        raise HttpError(400, f"{str(exc)[0].upper()}{str(exc)[1:]}") from None
+    return JSONResponse({"item": item.to_dict(), "new": new}, 201 if new else 200)
+
+
+async def tick_shopping(web: WebApp, request: Request) -> Response:
+    """PATCH {done}: ticks or unticks one item."""
+    session = await web.session(request)
+    web.check_write(request, session)
+    done = (await web.read_json(request)).get("done")
+    if not isinstance(done, bool):
+        raise HttpError(400, "Petición no válida.")
+    item = await web.db(web.shopping.tick, item_id(request), done)
+    if item is None:
+        raise HttpError(404, NO_ITEM)
+    return JSONResponse({"item": item.to_dict()})
+
+
+async def clear_shopping(web: WebApp, request: Request) -> Response:
+    """POST: the ticked items leave the list."""
+    session = await web.session(request)
+    web.check_write(request, session)
+    return JSONResponse({"removed": await web.db(web.shopping.clear)})
+
+
 def create_app(
     config: WebConfig,
     assistant: Assistant,
@@ -690,6 +745,10 @@ def create_app(
         Route("/api/memories/pause", route(web, pause_memory), methods=["POST"]),
         Route("/api/memories/{mid:str}", route(web, edit_memory), methods=["PATCH"]),
         Route("/api/memories/{mid:str}", route(web, forget_memory), methods=["DELETE"]),
+        Route("/api/shopping", route(web, list_shopping)),
+        Route("/api/shopping", route(web, add_shopping), methods=["POST"]),
+        Route("/api/shopping/clear", route(web, clear_shopping), methods=["POST"]),
+        Route("/api/shopping/{iid:str}", route(web, tick_shopping), methods=["PATCH"]),
     ]
     static = StaticFiles(packages=[("enlace_agent.web", "static")])
     app = Starlette(

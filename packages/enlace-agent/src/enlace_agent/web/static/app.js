@@ -525,14 +525,16 @@ const FORGET_ALL_WORD = "BORRAR";
 async function openMemory() {
   $("side").classList.remove("open");
   $("chat").hidden = true;
+  $("shopping").hidden = true;
   $("memory").hidden = false;
   memoryStatus("");
   await loadMemories();
   $("memory-title").focus();
 }
 
-function closeMemory() {
+function closeMemory() {  // and the shopping list: back to the conversation
   $("memory").hidden = true;
+  $("shopping").hidden = true;
   $("chat").hidden = false;
 }
 
@@ -671,3 +673,77 @@ $("memory-forget-all-open").addEventListener("click", () => {
 });
 
 start();
+
+// ------------------------------------------------------------------ the shopping list
+// The household's list: the same for everyone of the family. Tick what is bought, clear it.
+async function openShopping() {
+  $("side").classList.remove("open");
+  $("chat").hidden = true;
+  $("memory").hidden = true;
+  $("shopping").hidden = false;
+  shoppingStatus("");
+  await loadShopping();
+  $("shopping-title").focus();
+}
+
+function shoppingStatus(message) {
+  $("shopping-status").textContent = message;
+}
+
+async function loadShopping() {
+  let data;
+  try {
+    data = await api("/api/shopping");
+  } catch (e) {
+    return shoppingStatus(e.message);
+  }
+  const list = $("shopping-items");
+  list.replaceChildren(...data.items.map(shoppingItem));
+  if (!data.items.length) list.append(el("li", "La lista está vacía.", "empty"));
+  $("shopping-clear").disabled = !data.items.some((i) => i.done);
+}
+
+function shoppingItem(i) {
+  const item = el("li", null, "memory-item shopping-item" + (i.done ? " done" : ""));
+  item.dataset.id = i.id;
+  const label = el("label");
+  const box = el("input");
+  box.type = "checkbox";
+  box.checked = i.done;
+  label.append(box, " ", el("span", i.item, "memory-text"));
+  item.append(label, el("small", i.added_by, "meta"));
+  box.addEventListener("change", async () => {
+    try {
+      await api("/api/shopping/" + i.id, { done: box.checked }, "PATCH");
+    } catch (e) {
+      shoppingStatus(e.message);
+    }
+    await loadShopping();
+  });
+  return item;
+}
+
+$("shopping-open").addEventListener("click", () => openShopping());
+$("shopping-close").addEventListener("click", () => { closeMemory(); $("text").focus(); });
+
+$("shopping-add").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    const { new: added, item } = await api("/api/shopping", { text: $("shopping-text").value });
+    $("shopping-text").value = "";
+    shoppingStatus(added ? "Añadido: " + item.item + "." : item.item + " ya estaba en la lista.");
+  } catch (e) {
+    shoppingStatus(e.message);
+  }
+  await loadShopping();
+});
+
+$("shopping-clear").addEventListener("click", async () => {
+  try {
+    const { removed } = await api("/api/shopping/clear", {});
+    shoppingStatus(removed === 1 ? "Quitado 1 artículo comprado." : "Quitados " + removed + " artículos comprados.");
+  } catch (e) {
+    shoppingStatus(e.message);
+  }
+  await loadShopping();
+});
