@@ -602,3 +602,39 @@ def test_a_long_conversation_says_under_the_answer_what_was_left_out(
     notice = second.get_by_text("no he tenido en cuenta la primera pregunta")
     notice.wait_for()
     assert notice.is_visible() and tab.locator(".msg.assistant").count() == 2
+
+
+def test_two_people_add_tick_and_clear_the_shopping_list_on_the_page(
+    browser: Any, tab: Any, web_page: Callable[..., Any]
+) -> None:
+    """«Lista de la compra»: Ana adds and sees it; Bruno, in his own browser, sees the same list,
+    ticks what he bought and clears it; Ana's page shows what is left."""
+    page = web_page()
+    sign_in(tab, page.base, "Ana")
+    tab.get_by_role("button", name="Lista de la compra").click()
+    tab.locator("#shopping-title").wait_for()
+    for thing in ("leche", "pan"):
+        tab.get_by_label("Añadir a la lista").fill(thing)
+        tab.get_by_role("button", name="Añadir", exact=True).click()
+        tab.locator("#shopping-status", has_text=f"Añadido: {thing}.").wait_for()
+    items = tab.locator("#shopping-items .memory-text")
+    assert items.all_inner_texts() == ["leche", "pan"]
+
+    other = browser.new_context(viewport=DESKTOP, locale="es-ES").new_page()
+    other.set_default_timeout(15_000)
+    sign_in(other, page.base, "Bruno")
+    other.get_by_role("button", name="Lista de la compra").click()
+    other.locator("#shopping-items .memory-text", has_text="pan").wait_for()
+    assert other.locator("#shopping-items .memory-text").all_inner_texts() == ["leche", "pan"]
+    other.locator(".shopping-item", has_text="leche").get_by_role("checkbox").check()
+    other.locator(".shopping-item.done", has_text="leche").wait_for()
+    other.get_by_role("button", name="Quitar lo ya comprado").click()
+    other.locator("#shopping-status", has_text="Quitado 1 artículo comprado.").wait_for()
+    assert other.locator("#shopping-items .memory-text").all_inner_texts() == ["pan"]
+    other.context.close()
+
+    tab.reload()
+    tab.get_by_role("button", name="Lista de la compra").click()
+    tab.locator("#shopping-items .memory-text", has_text="pan").wait_for()
+    assert tab.locator("#shopping-items .memory-text").all_inner_texts() == ["pan"]
+    assert tab.dialogs == []
