@@ -100,7 +100,7 @@ def test_family_cli_helps_end_with_an_example_and_share_the_debug_words() -> Non
 
 def test_search_mcp_help_ends_with_an_example() -> None:
     pytest.importorskip("mcp", reason="the mcp extra")
-    from enlace_agent.search.mcp_server import main
+    from enlace_agent.cli.search_mcp import main
 
     check(help_text(main, []), "enlace-search-mcp", DEBUG_ES, True, "ejemplo")
 

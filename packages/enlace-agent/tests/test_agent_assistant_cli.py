@@ -301,7 +301,7 @@ def test_mcp_server_answers_a_real_client_session(http_server: Any, tmp_path: Pa
     )
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "enlace_agent.search.mcp_server", "--config", str(cfg)],
+        args=["-m", "enlace_agent.cli.search_mcp", "--config", str(cfg)],
         env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)},
     )
 

@@ -438,7 +438,7 @@ def test_the_missing_key_hint_of_enlace_search_works_as_written(
 def test_the_missing_key_hint_of_enlace_search_mcp_works_as_written(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
-    mcp = [sys.executable, "-m", "enlace_agent.search.mcp_server"]
+    mcp = [sys.executable, "-m", "enlace_agent.cli.search_mcp"]
     run = lambda: subprocess.run(  # noqa: E731
         mcp, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
@@ -535,7 +535,7 @@ def test_the_other_hints_name_what_exists(clean_env: dict[str, str]) -> None:
 
     from enlace_agent.cli.assistant import build_parser
     from enlace_agent.cli.search import build_parser as search_parser
-    from enlace_agent.search.mcp_server import _parser as mcp_parser  # pyright: ignore[reportPrivateUsage]
+    from enlace_agent.cli.search_mcp import _parser as mcp_parser  # pyright: ignore[reportPrivateUsage]
 
     for parser in (build_parser(), search_parser(), mcp_parser()):
         assert parser.parse_known_args(["--debug", "x"])[0].debug

@@ -20,7 +20,7 @@ def run_cli(
     *args: str, env: dict[str, str], module: bool = False
 ) -> subprocess.CompletedProcess[str]:
     cmd = (
-        [sys.executable, "-m", "enlace_agent.search"]
+        [sys.executable, "-m", "enlace_agent.cli.search"]
         if module
         else [
             sys.executable,

@@ -25,8 +25,9 @@ from enlace_agent.cli.common import (
     fail,
     run_guarded,
 )
+from enlace_agent.keys import SEARCH_KEYS
 
-KEY_ENV = "BRAVE_SEARCH_API_KEY"
+KEY_ENV = SEARCH_KEYS["brave"]  # the fallback's, named in --help
 
 log = logging.getLogger("enlace_agent.search")
 

@@ -63,9 +63,9 @@ def refusal(kind: str) -> str:
 def configured_secrets(config: AssistantConfig, env: Mapping[str, str]) -> list[str]:
     """The values of every key the configuration names: the model server's, each person's access
     token, the snapshot passphrase, the search key and `memory.secret_envs`."""
-    from enlace_agent.search.brave import API_KEY_ENV
+    from enlace_agent.keys import SEARCH_KEYS
 
-    names = [config.api_key_env, API_KEY_ENV, *config.memory.secret_envs]
+    names = [config.api_key_env, *SEARCH_KEYS.values(), *config.memory.secret_envs]
     names += [p.token_env for p in config.web.people if p.token_env]
     if config.web.snapshots.passphrase_env:
         names.append(config.web.snapshots.passphrase_env)

@@ -17,6 +17,7 @@ import re
 
 from enlace_config.schema.agent import BraveConfig, HttpConfig
 
+from enlace_agent.keys import SEARCH_KEYS
 from enlace_agent.search.errors import (
     AuthenticationFailed,
     LayoutChanged,
@@ -38,7 +39,7 @@ from enlace_agent.search.models import (
 from enlace_agent.search.transport import HttpResponse, fetch
 
 NAME = "brave"
-API_KEY_ENV = "BRAVE_SEARCH_API_KEY"
+API_KEY_ENV = SEARCH_KEYS[NAME]
 MAX_QUERY_CHARS = 400  # Brave documents 400 characters (and 50 words) as the longest query
 MAX_COUNT = 20
 TOKEN_HEADER = "X-Subscription-Token"

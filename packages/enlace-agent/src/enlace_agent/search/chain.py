@@ -56,7 +56,8 @@ def user_agent() -> str:
 
 def build_providers(config: SearchConfig, env: Mapping[str, str]) -> list[Provider]:
     """One provider per configured name; raises `MissingCredential` for a key that is not set."""
-    from enlace_agent.search.brave import API_KEY_ENV, BraveSearch
+    from enlace_agent.keys import SEARCH_KEYS
+    from enlace_agent.search.brave import BraveSearch
     from enlace_agent.search.duckduckgo import DuckDuckGoLite
 
     agent = config.http.user_agent or user_agent()
@@ -65,9 +66,9 @@ def build_providers(config: SearchConfig, env: Mapping[str, str]) -> list[Provid
         if name == "duckduckgo":
             providers.append(DuckDuckGoLite(config.duckduckgo.endpoint, config.http, agent))
         else:
-            key = env.get(API_KEY_ENV, "").strip()
+            key = env.get(SEARCH_KEYS[name], "").strip()
             if not key:
-                raise MissingCredential(name, API_KEY_ENV)
+                raise MissingCredential(name, SEARCH_KEYS[name])
             providers.append(BraveSearch(config.brave, config.http, Secret(key), agent))
     return providers
 
