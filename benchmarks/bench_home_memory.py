@@ -98,7 +98,7 @@ def main() -> int:
         "--llama-server", type=Path, help="default: the one of build-llama-server.sh"
     )
     parser.add_argument(
-        "--slot-context", type=int, default=2560, help="tokens of context per parallel slot"
+        "--slot-context", type=int, default=3072, help="tokens of context per parallel slot"
     )
     args = parser.parse_args()
 
@@ -138,7 +138,7 @@ def main() -> int:
                 "people": [{"name": p} for p in people],
             },
         }
-        # The CPU chat model was trained on 2,560 positions and learned the short system prompt:
+        # The CPU chat model was trained on 3,072 positions and learned the short system prompt:
         # each of llama-server's parallel slots gets that much context.
         settings["system_prompt"] = "Eres Enlace, un asistente familiar que habla español."
         settings["web"]["home"] = {

@@ -85,7 +85,7 @@ def test_the_model_adds_through_the_tool_and_the_row_is_in_the_table(
     assert finished.ok and finished.notice == "En la lista de la compra: leche"
     assert table(database) == [("leche", 0)]
     system = model_server.bodies[0]["messages"][0]["content"]
-    assert "lista de la compra: para añadir, quitar o ver" in system
+    assert "Para la lista de la compra de la familia, usa lista_de_la_compra." in system
     # without a household (the terminal without --person) the list is not offered
     model_server.script = [model_server.say("Hola.")]
     list(assistant.turn([], "Hola"))

@@ -31,10 +31,7 @@ MEMORY_TOOLS = (
     f"piden que olvides algo, usa {FORGET_TOOL_NAME}."
 )
 # The shopping list's paragraph, offered with the household's tools.
-SHOPPING_LIST_PROMPT = (
-    f"La familia comparte una lista de la compra: para añadir, quitar o ver lo que hay en ella, "
-    f"usa {SHOPPING_LIST_TOOL_NAME}."
-)
+SHOPPING_LIST_PROMPT = f"Para la lista de la compra de la familia, usa {SHOPPING_LIST_TOOL_NAME}."
 
 # ---------------------------------------------------------------- the command lines
 # `--debug`'s help in the developers' CLIs (enlace-config, -data, -model, -train), in English;

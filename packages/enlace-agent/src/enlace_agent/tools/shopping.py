@@ -14,7 +14,7 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from enlace_config.contracts import SHOPPING_LIST_PROMPT, SHOPPING_LIST_TOOL_NAME
 from pydantic import BaseModel, ConfigDict, Field
@@ -166,21 +166,18 @@ def listing(items: Sequence[Item]) -> str:
 Action = Literal["añadir", "quitar", "ver"]
 
 
+# Short on purpose: every byte of the spec is in a small model's context with every question (an
+# item's length is checked by `ShoppingList.add`, their number by the tool; a docstring here would
+# become the schema's description).
 class ShoppingArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    accion: Action = Field(description="añadir, quitar o ver.")
-    cosas: list[Annotated[str, Field(min_length=1, max_length=ITEM_CHARS)]] = Field(
-        default=[],
-        max_length=ITEMS_PER_CALL,
-        description="Lo que se añade o se quita, una cosa por elemento (para ver, nada).",
-    )
+    accion: Action
+    cosas: list[str] = Field(default=[], description="Qué añadir o quitar.")
 
 
 SHOPPING_SPEC = function_spec(
-    SHOPPING_LIST_TOOL_NAME,
-    "La lista de la compra de la familia: añade, quita o muestra lo que hay que comprar.",
-    ShoppingArguments,
+    SHOPPING_LIST_TOOL_NAME, "La lista de la compra de la familia.", ShoppingArguments
 )
 
 
@@ -196,6 +193,8 @@ class ShoppingListTool:
             args = parse_arguments(ShoppingArguments, arguments)
             if args.accion != "ver" and not args.cosas:
                 raise BadArguments("falta «cosas».")
+            if len(args.cosas) > ITEMS_PER_CALL:
+                raise BadArguments(f"como mucho {ITEMS_PER_CALL} cosas de una vez.")
             if args.accion == "añadir":
                 return self._added(self.shopping.add(self.person, args.cosas))
         except BadArguments as exc:
