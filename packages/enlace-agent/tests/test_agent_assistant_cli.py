@@ -523,6 +523,44 @@ def test_real_gguf_model_remembers_then_uses_the_memory(
     assert f"«{said.strip()}»" in system and "Hablas con Ana." in system, system
 
 
+def test_real_gguf_model_adds_to_the_shopping_list(
+    weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
+) -> None:
+    """Issue 36: «Añade leche a la lista de la compra» as Ana makes the real model call
+    `lista_de_la_compra` to add, and the household's table holds what the call said."""
+    import sqlite3
+    from contextlib import closing
+
+    database = tmp_path / "web.sqlite3"
+    with (
+        _real_llama_server(tmp_path / "server.log") as base,
+        _recording_proxy(base) as (proxy, bodies),
+    ):
+        config = tmp_path / "assistant.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "base_url": proxy,
+                    "stream": False,
+                    "temperature": 0.0,
+                    "system_prompt": SMALL_MODEL_PROMPT,
+                    "search_config": str(weather_search_config),  # were it to search
+                    "web": {"database": str(database), "people": [{"name": "Ana"}]},
+                }
+            )
+        )
+        ask = ("--config", str(config), "--person", "Ana", "--once")
+        code, _, err = chat(*ask, "Añade leche a la lista de la compra")
+        assert code == 0, err
+    calls = [c["function"] for m in bodies[-1]["messages"] for c in m.get("tool_calls") or []]
+    assert [c["name"] for c in calls] == ["lista_de_la_compra"], calls
+    arguments = json.loads(calls[0]["arguments"])
+    assert arguments["accion"] == "añadir", arguments
+    with closing(sqlite3.connect(database)) as db:
+        rows = [r[0] for r in db.execute("SELECT item FROM shopping_list ORDER BY id")]
+    assert rows and len(rows) == len(arguments["cosas"]), (rows, arguments)
+
+
 def test_the_readme_library_example_runs_as_written(
     model_server: Any, setup_files: Path, clean_env: dict[str, str], capsys: Any
 ) -> None:
