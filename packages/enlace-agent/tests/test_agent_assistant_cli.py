@@ -481,6 +481,22 @@ def _recording_proxy(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]
         server.server_close()
 
 
+def _person_config(tmp_path: Path, base_url: str, search: Path) -> Path:
+    """assistant.yaml for the real model as Ana speaks to it (greedy, not streamed, the short
+    prompt), the household's database in `tmp_path / "web.sqlite3"`."""
+    config = tmp_path / "assistant.yaml"
+    settings = {
+        "base_url": base_url,
+        "stream": False,
+        "temperature": 0.0,
+        "system_prompt": SMALL_MODEL_PROMPT,
+        "search_config": str(search),  # were it to search
+        "web": {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]},
+    }
+    config.write_text(json.dumps(settings))
+    return config
+
+
 def test_real_gguf_model_remembers_then_uses_the_memory(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
 ) -> None:
@@ -492,19 +508,7 @@ def test_real_gguf_model_remembers_then_uses_the_memory(
         _real_llama_server(tmp_path / "server.log") as base,
         _recording_proxy(base) as (proxy, bodies),
     ):
-        config = tmp_path / "assistant.yaml"
-        config.write_text(
-            json.dumps(
-                {
-                    "base_url": proxy,
-                    "stream": False,
-                    "temperature": 0.0,
-                    "system_prompt": SMALL_MODEL_PROMPT,
-                    "search_config": str(weather_search_config),  # were it to search
-                    "web": {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]},
-                }
-            )
-        )
+        config = _person_config(tmp_path, proxy, weather_search_config)
         ask = ("--config", str(config), "--person", "Ana", "--once")
         code, _, err = chat(*ask, "Recuerda que mi hija se llama Lucía")
         assert code == 0, err
@@ -536,19 +540,7 @@ def test_real_gguf_model_adds_to_the_shopping_list(
         _real_llama_server(tmp_path / "server.log") as base,
         _recording_proxy(base) as (proxy, bodies),
     ):
-        config = tmp_path / "assistant.yaml"
-        config.write_text(
-            json.dumps(
-                {
-                    "base_url": proxy,
-                    "stream": False,
-                    "temperature": 0.0,
-                    "system_prompt": SMALL_MODEL_PROMPT,
-                    "search_config": str(weather_search_config),  # were it to search
-                    "web": {"database": str(database), "people": [{"name": "Ana"}]},
-                }
-            )
-        )
+        config = _person_config(tmp_path, proxy, weather_search_config)
         ask = ("--config", str(config), "--person", "Ana", "--once")
         code, _, err = chat(*ask, "Añade leche a la lista de la compra")
         assert code == 0, err

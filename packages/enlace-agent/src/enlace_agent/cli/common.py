@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from enlace_config.schema.agent import WebConfig
+    from enlace_config.schema.agent import AssistantConfig, WebConfig
 
-    from enlace_agent.household import Store
+    from enlace_agent.household import HouseholdPaths, Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXITS_DONE = "Códigos de salida: 0 hecho, 2 uso, datos o configuración incorrectos."
 # The same words for --debug in every command's --help (tests/test_cli_help.py holds them to it).
 DEBUG_HELP = "registro detallado y trazas"
 
@@ -142,3 +143,19 @@ def open_store(config: WebConfig, env: Mapping[str, str]) -> Store | str:
         return store_for(config, env)
     except StoreError as exc:
         return f"no se puede usar el historial: {exc}"
+
+
+def household_settings(
+    args: argparse.Namespace,
+) -> tuple[AssistantConfig, dict[str, str], HouseholdPaths] | str:
+    """The settings (`--config`), the environment (`--env-file`) and where the household lives,
+    built once here for the household's commands; or the Spanish reason the settings are wrong."""
+    from enlace_agent.assistant import load_config
+    from enlace_agent.household import HouseholdPaths
+    from enlace_agent.settings import SettingsError, load_env
+
+    try:
+        config, env = load_config(args.config), load_env(args.env_file)
+    except SettingsError as exc:
+        return f"configuración no válida.\n{exc}"
+    return config, env, HouseholdPaths.of(config, env, args.config, args.env_file)

@@ -17,6 +17,7 @@ from enlace_agent.cli.common import (
     Parser,
     examples,
     fail,
+    household_settings,
     run_guarded,
 )
 
@@ -136,21 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_guarded("enlace-assistant", args, run)
 
 
-def _settings(
-    args: argparse.Namespace,
-) -> tuple[AssistantConfig, dict[str, str], HouseholdPaths] | str:
-    """The settings, the environment and where the household lives (built once, here)."""
-    from enlace_agent.assistant import load_config
-    from enlace_agent.household import HouseholdPaths
-    from enlace_agent.settings import SettingsError, load_env
-
-    try:
-        config, env = load_config(args.config), load_env(args.env_file)
-    except SettingsError as exc:
-        return f"configuración no válida.\n{exc}"
-    return config, env, HouseholdPaths.of(config, env, args.config, args.env_file)
-
-
 def search_chain(config: AssistantConfig, env: Mapping[str, str]) -> SearchChain | None:
     """The chain the assistant would build (None: search off), or `SearchUnavailable`."""
     from enlace_agent.assistant.setup import search_chain as build
@@ -171,7 +157,7 @@ def _doctor(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.health import needs_person, run_checks
     from enlace_agent.shared import redact
 
-    settings = _settings(args)
+    settings = household_settings(args)
     if isinstance(settings, str):
         return fail(settings)
     config, env, paths = settings
@@ -204,7 +190,7 @@ def _systemctl(*args: str) -> str | None:
 def _service(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent import service
 
-    settings = _settings(args)
+    settings = household_settings(args)
     if isinstance(settings, str):
         return fail(settings)
     config, env, paths = settings
@@ -306,7 +292,7 @@ def _model(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent import model_versions as mv
     from enlace_agent import service
 
-    settings = _settings(args)
+    settings = household_settings(args)
     if isinstance(settings, str):
         return fail(settings)
     _, _, paths = settings

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 from enlace_agent.cli.common import (
     DEBUG_HELP,
     EXIT_OK,
+    EXITS_DONE,
     Parser,
     examples,
     fail,
+    household_settings,
     run_guarded,
     write_private,
 )
@@ -36,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="enlace-assistant memory",
         description="Lo que Enlace recuerda de cada persona y de la familia: verlo, añadir, "
         "olvidar, exportar e importar (lo mismo que «Lo que Enlace recuerda» en la página).",
-        epilog="Códigos de salida: 0 hecho, 2 uso, datos o configuración incorrectos.\n\n"
+        epilog=EXITS_DONE
+        + "\n\n"
         + examples("enlace-assistant memory list Ana", "enlace-assistant memory forget Ana 12"),
     )
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -139,15 +142,12 @@ def unknown_person(config: AssistantConfig, name: str) -> str | None:
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
-    from enlace_agent.assistant import load_config
     from enlace_agent.memory import ImportProblems, MemoryRefused
-    from enlace_agent.settings import SettingsError, load_env
 
-    try:
-        env = load_env(args.env_file)
-        config = load_config(args.config)
-    except SettingsError as exc:
-        return fail(f"configuración no válida.\n{exc}")
+    settings = household_settings(args)
+    if isinstance(settings, str):
+        return fail(settings)
+    config, env, _ = settings
     if not config.memory.enabled:
         return fail("la memoria está desactivada (memory.enabled: false en assistant.yaml).")
     if (problem := unknown_person(config, args.name)) is not None:

@@ -13,9 +13,11 @@ from pathlib import Path
 from enlace_agent.cli.common import (
     DEBUG_HELP,
     EXIT_OK,
+    EXITS_DONE,
     Parser,
     examples,
     fail,
+    household_settings,
     open_store,
     run_guarded,
 )
@@ -26,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="enlace-assistant lista",
         description="La lista de la compra de la familia: verla, añadir, quitar, tachar lo "
         "comprado y limpiarlo (la misma lista que «Lista de la compra» en la página).",
-        epilog="Códigos de salida: 0 hecho, 2 uso, datos o configuración incorrectos.\n\n"
+        epilog=EXITS_DONE
+        + "\n\n"
         + examples("enlace-assistant lista", "enlace-assistant lista añadir leche huevos"),
     )
     subparsers = parser.add_subparsers(dest="command", parser_class=Parser)
@@ -68,15 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
-    from enlace_agent.assistant import load_config
-    from enlace_agent.settings import SettingsError, load_env
     from enlace_agent.tools.shopping import ItemRefused, ShoppingList, listing
 
-    try:
-        env = load_env(args.env_file)
-        config = load_config(args.config)
-    except SettingsError as exc:
-        return fail(f"configuración no válida.\n{exc}")
+    settings = household_settings(args)
+    if isinstance(settings, str):
+        return fail(settings)
+    config, env, _ = settings
     store = open_store(config.web, env)
     if isinstance(store, str):
         return fail(store)

@@ -19,6 +19,7 @@ from enlace_agent.cli.common import (
     Parser,
     examples,
     fail,
+    household_settings,
     run_guarded,
 )
 
@@ -98,16 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _household(args: argparse.Namespace, secrets: list[str]) -> Household | str:
-    from enlace_agent.assistant import load_config
-    from enlace_agent.settings import SettingsError, load_env
     from enlace_agent.snapshot import household
 
-    try:
-        env = load_env(args.env_file)
-        config = load_config(args.config)
-    except SettingsError as exc:
-        return f"configuración no válida.\n{exc}"
-    h = household(config, env, args.config)
+    settings = household_settings(args)
+    if isinstance(settings, str):
+        return settings
+    config, env, paths = settings
+    h = household(config, env, paths=paths)
     if h.passphrase:
         secrets.append(h.passphrase)
     return h

@@ -472,11 +472,16 @@ async def memory_session(web: WebApp, request: Request, *, write: bool) -> Sessi
     return session
 
 
-def memory_id(request: Request) -> int:
-    raw = request.path_params["mid"]
+def row_id(request: Request, name: str, missing: str) -> int:
+    """The row number in the path's `name`; `missing` (a 404) when it cannot be one."""
+    raw = request.path_params[name]
     if not raw.isdigit() or len(raw) > 18:
-        raise HttpError(404, NO_MEMORY)
+        raise HttpError(404, missing)
     return int(raw)
+
+
+def memory_id(request: Request) -> int:
+    return row_id(request, "mid", NO_MEMORY)
 
 
 async def list_memories(web: WebApp, request: Request) -> Response:
@@ -657,10 +662,7 @@ NO_ITEM = "Eso ya no está en la lista."
 
 
 def item_id(request: Request) -> int:
-    raw = request.path_params["iid"]
-    if not raw.isdigit() or len(raw) > 18:
-        raise HttpError(404, NO_ITEM)
-    return int(raw)
+    return row_id(request, "iid", NO_ITEM)
 
 
 async def list_shopping(web: WebApp, request: Request) -> Response:
