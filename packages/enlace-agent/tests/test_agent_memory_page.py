@@ -118,8 +118,14 @@ def test_the_pause_switch_stops_the_memory_of_that_person_only(
     page.answered(ana, "¿A qué hora entra Bruno al colegio?")
     page.answered(bruno, "¿A qué hora entra Bruno al colegio?")
     ana_body, bruno_body = model_server.bodies
-    assert len(ana_body["tools"]) == 1 and "8:30" not in ana_body["messages"][0]["content"]
-    assert len(bruno_body["tools"]) == 3 and "8:30" in bruno_body["messages"][0]["content"]
+    # the household's shopping list stays offered to both: only the memory's tools pause
+    memory_tools = {"recordar", "olvidar"}
+    ana_tools = {t["function"]["name"] for t in ana_body["tools"]}
+    bruno_tools = {t["function"]["name"] for t in bruno_body["tools"]}
+    assert ana_tools == {"buscar_en_internet", "lista_de_la_compra"}
+    assert bruno_tools == ana_tools | memory_tools
+    assert "8:30" not in ana_body["messages"][0]["content"]
+    assert "8:30" in bruno_body["messages"][0]["content"]
     ana.post("/api/memories/pause", json={"paused": False})
     assert add(ana, "Otra cosa").status_code == 201
 
