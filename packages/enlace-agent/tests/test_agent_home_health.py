@@ -111,7 +111,7 @@ def test_doctor_damaged_pages(
 ) -> None:
     """The header and the write lock are fine, one page in the middle is garbage: `memory list`
     would fail, so the doctor must not say the history is well."""
-    from enlace_agent.web.store import Store
+    from enlace_agent.household import Store
 
     config = write_config(tmp_path, model_server.base_url)
     path = tmp_path / "web.sqlite3"
