@@ -397,3 +397,29 @@ def test_broken_unicode_from_the_model_never_cuts_the_stream_nor_loses_the_answe
     assert shown.json()["messages"][-1] == {**shown.json()["messages"][-1], "role": "assistant"}
     assert shown.json()["messages"][-1]["content"] == text
     assert page.events(ana, cid) == [{"type": "idle"}]  # a reload replays nothing broken
+
+
+def test_the_next_question_is_taken_as_soon_as_the_answer_is_seen(
+    web_page: Callable[..., Any], model_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded machine: the turn's thread is slow to finish after its final event. A person who
+    asks again the moment the answer is shown is answered, never told to wait (409): the final
+    event and the turn's end happen together (test_model_server_dying_mid_answer_then_back failed
+    one run in three on 2 busy cores)."""
+    from enlace_agent.web.app import WebApp
+
+    real = WebApp.run_turn
+
+    def slow_to_finish(self: WebApp, *args: Any) -> Iterator[dict[str, Any]]:
+        yield from real(self, *args)
+        time.sleep(1.0)  # after the final event, before the thread ends
+
+    monkeypatch.setattr(WebApp, "run_turn", slow_to_finish)
+    model_server.script = [model_server.say("Primera."), model_server.say("Segunda.")]
+    page = web_page()
+    client = page.login("Ana")
+    cid = page.ask(client, "Una")
+    assert page.events(client, cid)[-1]["type"] == "end"
+    again = client.post(f"/api/conversations/{cid}/messages", json={"text": "Otra"})
+    assert again.status_code == 202, again.text
+    assert page.events(client, cid)[-1]["type"] == "end"

@@ -112,7 +112,11 @@ class LiveTurns:
         def work() -> None:
             try:
                 for event in run():
-                    live.push(event)
+                    if event["type"] in FINAL:  # shown and ended in one step of the loop: a
+                        with contextlib.suppress(RuntimeError):  # next question sent on seeing
+                            live.loop.call_soon_threadsafe(self._last, live, event)  # it is free
+                    else:
+                        live.push(event)
             except Exception:  # `run` turns expected failures into events; this is a bug
                 log.exception("a turn failed")
                 live.push({"type": "error", "message": UNEXPECTED})
@@ -123,6 +127,12 @@ class LiveTurns:
         threading.Thread(target=work, name=f"turn-{conversation_id[:8]}", daemon=True).start()
         if self._saver is None or self._saver.done():
             self._saver = asyncio.get_running_loop().create_task(self._keep_saving())
+
+    def _last(self, live: LiveTurn, event: EventDict) -> None:
+        """The final event and the turn's end, together on the loop: no request sees the answer
+        finished while its conversation still counts as answering (a 409 for the next question)."""
+        live._append(event)  # pyright: ignore[reportPrivateUsage]
+        self._end(live)
 
     def _end(self, live: LiveTurn) -> None:
         if live in self._live:
