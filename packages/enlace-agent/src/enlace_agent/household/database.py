@@ -14,18 +14,18 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from enlace_config.schema.agent import WebConfig
 
+from enlace_agent import files
 from enlace_agent.household.paths import database_path
 from enlace_agent.settings import os_reason
 
@@ -513,48 +513,38 @@ def migrate(db: sqlite3.Connection) -> None:
 
 
 # ---------------------------------------------------------------- private files
-PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
-
-
 def make_private(path: Path, others: Sequence[Path], *, private_folder: bool) -> None:
     """The history's folder 0700 and file 0600 whatever the umask (SQLite gives its -wal and -shm
     the file's mode); looser ones left by an older Enlace are tightened, with `others` beside it.
     An existing folder only when `private_folder`."""
     folder = path.parent
     if not folder.is_dir():
-        folder.mkdir(parents=True, mode=PRIVATE_DIR)
-        folder.chmod(PRIVATE_DIR)
+        files.private_folder(folder)
     elif private_folder:
-        _tighten(folder, PRIVATE_DIR)
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE))
-        path.chmod(PRIVATE_FILE)
-    except FileExistsError:
-        pass
+        _tighten(folder, files.PRIVATE_DIR)
+    with suppress(FileExistsError):
+        files.open_new(path).close()
     for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), *others):
         if file.exists():
-            _tighten(file, PRIVATE_FILE)
+            _tighten(file, files.PRIVATE_FILE)
 
 
 def _tighten(path: Path, mode: int) -> None:
     if path.stat().st_mode & 0o777 & ~mode:
-        path.chmod(mode)
+        files.set_mode(path, mode)
 
 
 def read_or_make_key(path: Path) -> bytes:
     """The server's secret: 32 random bytes (hex) in a 0600 file, made when missing."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
+        with files.open_new(path) as out:
+            out.write((secrets.token_hex(32) + "\n").encode("ascii"))
     except FileExistsError:
         pass
     except OSError as exc:
         raise StoreError(
             f"no se puede crear la clave de las sesiones {path}: {os_reason(exc)}"
         ) from None
-    else:
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            os.fchmod(fd, PRIVATE_FILE)
-            out.write(secrets.token_hex(32) + "\n")
     try:
         text = path.read_text(encoding="ascii").strip()
     except UnicodeDecodeError:
