@@ -539,3 +539,16 @@ def test_deleting_a_persons_history_erases_their_memories_too(
     with sqlite3.connect(memories.store.path) as db:  # nor in the full-text index
         index = b"".join(r[0] for r in db.execute("SELECT block FROM memories_fts_data"))
     assert b"frutos" not in index and b"guitarra" in index
+
+
+def test_olvidar_with_a_superscript_number_is_an_error_for_the_model_not_a_crash(
+    memories: MemoryStore,
+) -> None:
+    from enlace_agent.tools.memory import ForgetTool
+
+    kept, _ = memories.add("Ana", "Ana es alérgica a los frutos secos", source="page")
+    tool = ForgetTool(MemoryView(memories, "Ana"), [kept])
+    for wanted in ("²", "¹"):
+        result = tool.run({"recuerdo": wanted})
+        assert result.error and "no hay ningún recuerdo" in result.content
+    assert memories.get("Ana", kept.id) == kept

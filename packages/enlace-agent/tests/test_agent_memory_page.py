@@ -138,3 +138,24 @@ def test_memory_switched_off_in_the_settings(
     assert ana.get("/api/me").json()["memory"] is False
     off = ana.get("/api/memories")
     assert off.status_code == 404 and "desactivada" in off.json()["error"]
+
+
+def test_a_numeric_path_id_that_is_no_number_is_a_404_never_a_500(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """Every numeric id of the page's API (a memory's, a shopping item's): a superscript or
+    another script's digit passes `str.isdigit()` but not `int()`."""
+    page = web_page()
+    ana = page.login("Ana")
+    for raw in ("²", "1²", "١", "٣٤", "①", "𝟙"):
+        for method, path, body in (
+            ("PATCH", f"/api/memories/{raw}", {"text": "otra cosa"}),
+            ("DELETE", f"/api/memories/{raw}", {}),
+            ("PATCH", f"/api/shopping/{raw}", {"done": True}),
+        ):
+            answer = ana.request(method, path, json=body)
+            assert answer.status_code == 404, (method, path, answer.text)
+            assert answer.json()["error"] in (
+                "Esa memoria no existe.",
+                "Eso ya no está en la lista.",
+            )

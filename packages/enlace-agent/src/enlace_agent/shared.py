@@ -39,6 +39,12 @@ def one_line(text: str) -> str:
     return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
+def is_number(text: str) -> bool:
+    """`text` is ASCII digits only (a row id, a Content-Length, a memory's number):
+    `str.isdigit()` alone also takes «²» or «١», which `int()` refuses or reads otherwise."""
+    return text.isascii() and text.isdigit()
+
+
 def as_object(value: object) -> dict[str, Any] | None:
     """`value` as a JSON object (str keys), or None when it is not one."""
     if isinstance(value, dict):

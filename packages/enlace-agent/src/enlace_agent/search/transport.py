@@ -26,7 +26,7 @@ from enlace_config.schema.agent import HttpConfig
 
 from enlace_agent.search.errors import ProviderTimeout, ResponseTooLarge, Unavailable
 from enlace_agent.shared import Watchdog as Watchdog  # still importable from here
-from enlace_agent.shared import redact
+from enlace_agent.shared import is_number, redact
 
 log = logging.getLogger("enlace_agent.search")
 
@@ -125,7 +125,7 @@ def _read_capped(
     fail: Callable[[type[Unavailable], str], Unavailable],
 ) -> bytes:
     declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+    if declared is not None and is_number(declared) and int(declared) > cap:
         raise fail(ResponseTooLarge, f"response declares {declared} bytes, the cap is {cap}")
     body = bytearray()
     for chunk in response.iter_bytes():

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from enlace_agent.memory.store import Memory, MemoryRefused
 from enlace_agent.memory.view import MemoryView
+from enlace_agent.shared import is_number
 from enlace_agent.tools.protocol import (
     BadArguments,
     ToolEntry,
@@ -79,7 +80,7 @@ class ForgetTool:
         except BadArguments as exc:
             return ToolResult(f"Error: {exc}", error=True)
         wanted = args.recuerdo.strip().strip("«»\"'.")
-        if wanted.isdigit() and 1 <= int(wanted) <= len(self.numbered):
+        if is_number(wanted) and 1 <= int(wanted) <= len(self.numbered):
             chosen: Memory | None = self.numbered[int(wanted) - 1]
         else:
             chosen = self.view.find(wanted)

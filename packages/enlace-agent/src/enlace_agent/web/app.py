@@ -45,7 +45,7 @@ from enlace_agent.household.database import Session, Store, StoreBusy
 from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configured_secrets
 from enlace_agent.model_versions import recently_switched, serving_label
-from enlace_agent.shared import loads_json
+from enlace_agent.shared import is_number, loads_json
 from enlace_agent.tools.protocol import preview
 from enlace_agent.tools.shopping import ItemRefused, ShoppingList
 from enlace_agent.web.live import EventDict, LiveTurns
@@ -191,7 +191,7 @@ class WebApp:
     async def read_json(self, request: Request) -> dict[str, Any]:
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        if declared is not None and (not is_number(declared) or int(declared) > limit):
             raise HttpError(413, "El mensaje es demasiado grande.")
         body = bytearray()
         async for chunk in request.stream():
@@ -475,7 +475,7 @@ async def memory_session(web: WebApp, request: Request, *, write: bool) -> Sessi
 def row_id(request: Request, name: str, missing: str) -> int:
     """The row number in the path's `name`; `missing` (a 404) when it cannot be one."""
     raw = request.path_params[name]
-    if not raw.isdigit() or len(raw) > 18:
+    if not is_number(raw) or len(raw) > 18:
         raise HttpError(404, missing)
     return int(raw)
 
