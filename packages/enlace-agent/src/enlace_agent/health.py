@@ -201,7 +201,7 @@ def check_database(path: Path, timeout_s: float) -> Check:
             {"exists": False},
         )
     try:
-        with sqlite3.connect(path, timeout=timeout_s) as db:
+        with contextlib.closing(sqlite3.connect(path, timeout=timeout_s)) as db:  # closed
             version: int = db.execute("PRAGMA user_version").fetchone()[0]
             db.execute("BEGIN IMMEDIATE")
             db.rollback()

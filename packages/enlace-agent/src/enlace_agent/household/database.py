@@ -204,15 +204,19 @@ class Store:
 
     @contextmanager
     def _db(self) -> Generator[sqlite3.Connection]:
-        """A connection in one transaction; `StoreBusy` when the file stays locked."""
+        """A connection in one transaction; `StoreBusy` when the file stays locked. Every
+        connection overwrites what it deletes or replaces (`secure_delete`): no free page or
+        free space in a page keeps old text."""
         try:
             with closing(sqlite3.connect(self.path, timeout=self.timeout_s)) as db:
                 db.row_factory = sqlite3.Row
                 db.execute("PRAGMA foreign_keys = ON")
+                db.execute("PRAGMA secure_delete = ON")
                 with db:
                     yield db
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
             raise StoreBusy(f"the history file {self.path} is busy: {exc}") from None
 
@@ -220,6 +224,22 @@ class Store:
         """A connection in one transaction (for the memory, `enlace_agent.memory`, which keeps
         its rows in this file); `StoreBusy` when the file stays locked."""
         return self._db()
+
+    @contextmanager
+    def erasing(self) -> Generator[sqlite3.Connection]:
+        """A transaction that deletes or corrects what the family wrote, after which no byte of
+        the old text stays anywhere in the files: the freed bytes are overwritten
+        (`secure_delete`), the memories' full-text index is merged without the deleted words
+        (FTS5 keeps them in older segments until `optimize`), and the WAL, which still holds the
+        pages as they were before, is copied into the file and emptied (a checkpoint that waits
+        up to the store's timeout for readers to move on, then truncates it)."""
+        with self._db() as db:
+            yield db
+            db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+        with self._db() as db:
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.info("a reader kept the WAL from being emptied: old pages stay until the next")
 
     # ---------------------------------------------------------------- sessions
     def fingerprint(self, access_token: str | None) -> str:
@@ -293,10 +313,9 @@ class Store:
         return cleaned if renamed else None
 
     def delete_conversation(self, person: str, conversation_id: str) -> bool:
-        """Deletes the conversation and its messages; False when it is not this person's. The
-        deleted text is overwritten in the file (`secure_delete`), not left in free pages."""
-        with self._db() as db:
-            db.execute("PRAGMA secure_delete = ON")
+        """Deletes the conversation and its messages; False when it is not this person's. No
+        byte of the deleted text stays in the files (`erasing`)."""
+        with self.erasing() as db:
             deleted = db.execute(
                 "DELETE FROM conversations WHERE id = ? AND person = ?",
                 (conversation_id, person),
@@ -455,16 +474,13 @@ class Store:
         return {"person": person, "schema_version": SCHEMA_VERSION, "conversations": conversations}
 
     def delete_person(self, person: str) -> int:
-        """Deletes every conversation, personal memory and sign-in of `person`; returns how many
-        conversations."""
-        with self._db() as db:
+        """Deletes every conversation, personal memory and sign-in of `person`, no byte of them
+        left in the files (`erasing`); returns how many conversations."""
+        with self.erasing() as db:
             count = db.execute("DELETE FROM conversations WHERE person = ?", (person,)).rowcount
             db.execute("DELETE FROM memories WHERE person = ?", (person,))
             db.execute("DELETE FROM memory_pauses WHERE person = ?", (person,))
-            db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
-        self.end_sessions(person)
-        with closing(sqlite3.connect(self.path)) as db:
-            db.execute("VACUUM")  # deleted text does not linger in free pages
+            db.execute("DELETE FROM sessions WHERE person = ?", (person,))
         return count
 
 

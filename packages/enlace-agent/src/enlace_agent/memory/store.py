@@ -301,35 +301,35 @@ class MemoryStore:
     def update(self, person: str, memory_id: int, text: object) -> Memory | None:
         """The memory with its text corrected by `person`; None when they may not see it."""
         line = self.clean(text)
-        with self.store.transaction() as db:
+        with self.store.erasing() as db:  # the old words leave the files
             self._writable(db, person)
             changed = db.execute(
                 f"UPDATE memories SET text = ?, updated = ? WHERE id = ? AND {VISIBLE}",
                 (line, time.time(), memory_id, person),
             ).rowcount
+            _restate_references(db)
             row = db.execute(
                 f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,)
             ).fetchone()
         return _memory(row) if changed else None
 
     def forget(self, person: str, memory_id: int) -> Memory | None:
-        """Deletes one memory `person` may see (theirs or the household's); the deleted text is
-        overwritten in the file and gone from the index. None when there is no such memory."""
+        """Deletes one memory `person` may see (theirs or the household's); no byte of its text
+        stays in the files (`Store.erasing`), nor in the answers that used it («Recordé»). None
+        when there is no such memory."""
         found = self.get(person, memory_id)
         if found is None:
             return None
-        with self.store.transaction() as db:
-            db.execute("PRAGMA secure_delete = ON")
+        with self.store.erasing() as db:
             db.execute(f"DELETE FROM memories WHERE id = ? AND {VISIBLE}", (memory_id, person))
-            db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+            _restate_references(db)
         return found
 
     def forget_all(self, person: str) -> int:
         """Deletes every personal memory of `person` (the household's stay); how many."""
-        with self.store.transaction() as db:
-            db.execute("PRAGMA secure_delete = ON")
+        with self.store.erasing() as db:
             count = db.execute("DELETE FROM memories WHERE person = ?", (person,)).rowcount
-            db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+            _restate_references(db)
         return count
 
     # ------------------------------------------------------------ export and import
@@ -375,6 +375,28 @@ class MemoryStore:
         for text, scope in good:
             added += self.add(person, text, scope, source="import")[1]
         return added, len(good) - added
+
+
+def _restate_references(db: sqlite3.Connection) -> None:
+    """The memories each answer used («Recordé», `messages.memories`) as they are now: a
+    forgotten memory leaves them, a corrected one shows its new words (no old text stays)."""
+    db.execute(
+        """
+        UPDATE messages SET memories = (
+            SELECT json_group_array(json(used)) FROM (
+                SELECT json_set(e.value, '$.text', m.text) AS used
+                FROM json_each(messages.memories) e
+                JOIN memories m ON m.id = json_extract(e.value, '$.id')
+                ORDER BY e.key
+            )
+        )
+        WHERE memories != '[]' AND EXISTS (
+            SELECT 1 FROM json_each(messages.memories) e
+            LEFT JOIN memories m ON m.id = json_extract(e.value, '$.id')
+            WHERE m.text IS NOT json_extract(e.value, '$.text')
+        )
+        """
+    )
 
 
 class ImportProblems(ValueError):
