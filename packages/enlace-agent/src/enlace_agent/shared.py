@@ -1,16 +1,20 @@
 """What every part of the agent shares (the search, the assistant, the page, the CLI, the
 snapshots): a credential type that never prints itself, the redaction of secrets from text, the one
-JSON reader, plain one-line text, and the watchdog that holds an HTTP exchange to its deadline.
-Standard library and pydantic only."""
+JSON reader, plain one-line text, the one way a full disk is told, and the watchdog that holds an
+HTTP exchange to its deadline. Standard library and pydantic only."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import shutil
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, cast
 
 from pydantic import SecretStr
@@ -76,6 +80,39 @@ def loads_object(text: str | bytes | bytearray) -> dict[str, Any] | None:
         return as_object(loads_json(text))
     except ValueError:  # UnicodeDecodeError included
         return None
+
+
+class DiskFull(Exception):
+    """No space left in `folder` for a write; what was being written was not, and the files are
+    as they were. `detail` says what to free. The one wording of a full disk, wherever the agent
+    writes (the household's database, the memory, the page, snapshots)."""
+
+    def __init__(self, folder: Path, detail: str) -> None:
+        self.folder = folder
+        self.detail = detail
+        super().__init__(f"no queda espacio en {folder}: {detail}")
+
+
+SHM_CHUNK = 32 * 1024  # SQLite's WAL index (-shm) grows by this much: a write needs the room
+
+
+def out_of_space(exc: BaseException, folder: Path | None = None) -> bool:
+    """Whether `exc` means a full disk: ENOSPC or EDQUOT, SQLite's «database or disk is full»,
+    or an SQLite I/O error while `folder` has not room enough for the WAL index to grow (that is
+    how SQLite reports a full disk when the -shm file cannot grow: SQLITE_IOERR_SHMSIZE)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code: int | None = getattr(exc, "sqlite_errorcode", None)
+    if "full" in str(exc) or (code is not None and code & 0xFF == sqlite3.SQLITE_FULL):
+        return True
+    if folder is None or code is None or code & 0xFF != sqlite3.SQLITE_IOERR:
+        return False
+    try:
+        return shutil.disk_usage(folder).free < SHM_CHUNK
+    except OSError:
+        return False
 
 
 class Watchdog:

@@ -120,10 +120,14 @@ def run_guarded(
     keys); a bug is one line for the family, its traceback only under --debug."""
     secrets: list[str] = []
     setup_logging(args.debug, secrets)
+    from enlace_agent.shared import DiskFull
+
     try:
         return run(args, secrets)
     except KeyboardInterrupt:
         return 130
+    except DiskFull as exc:  # wherever it was writing: said with the folder, nothing changed
+        return fail(str(exc), EXIT_FAILED)
     except Exception:
         if args.debug:
             logging.getLogger("enlace_agent").exception("unexpected error in %s", prog)

@@ -28,6 +28,7 @@ from enlace_config.schema.agent import WebConfig
 from enlace_agent import files
 from enlace_agent.household.paths import database_path
 from enlace_agent.settings import os_reason
+from enlace_agent.shared import DiskFull, out_of_space
 
 log = logging.getLogger("enlace_agent.household")
 
@@ -130,6 +131,13 @@ INTERRUPTED = (
 )
 
 
+FREE_SPACE = (
+    "libera espacio en ese disco (las copias antiguas se ven con «enlace-assistant snapshot "
+    "list»; las versiones del modelo, con «enlace-assistant model list») y vuelve a intentarlo. "
+    "No se ha cambiado nada."
+)
+
+
 class StoreError(RuntimeError):
     """The history file cannot be used (unreadable, or written by a newer Enlace)."""
 
@@ -184,6 +192,8 @@ class Store:
         try:
             make_private(path, (self.key_path,), private_folder=private_folder)
         except OSError as exc:
+            if out_of_space(exc):
+                raise DiskFull(path.parent, FREE_SPACE) from None
             raise StoreError(
                 f"no se puede proteger el historial {path} (permisos 0600): {os_reason(exc)}"
             ) from None
@@ -196,6 +206,8 @@ class Store:
             with self._db() as db:
                 migrate(db)
         except sqlite3.DatabaseError as exc:
+            if out_of_space(exc, path.parent):
+                raise DiskFull(path.parent, FREE_SPACE) from None
             log.debug("cannot use the history file %s: %s", path, exc)
             raise StoreError(
                 f"el fichero {path} está dañado o no es un historial de Enlace (con --debug se "
@@ -204,7 +216,8 @@ class Store:
 
     @contextmanager
     def _db(self) -> Generator[sqlite3.Connection]:
-        """A connection in one transaction; `StoreBusy` when the file stays locked. Every
+        """A connection in one transaction; `StoreBusy` when the file stays locked, `DiskFull`
+        when its disk is (the transaction rolled back: nothing changed). Every
         connection overwrites what it deletes or replaces (`secure_delete`): no free page or
         free space in a page keeps old text."""
         try:
@@ -215,6 +228,8 @@ class Store:
                 with db:
                     yield db
         except sqlite3.OperationalError as exc:
+            if out_of_space(exc, self.path.parent):
+                raise DiskFull(self.path.parent, FREE_SPACE) from None
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
             if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
@@ -557,7 +572,10 @@ def read_or_make_key(path: Path) -> bytes:
             out.write((secrets.token_hex(32) + "\n").encode("ascii"))
     except FileExistsError:
         pass
-    except OSError as exc:
+    except OSError as exc:  # not made, or made and not written: no empty key left behind
+        path.unlink(missing_ok=True)
+        if out_of_space(exc):
+            raise DiskFull(path.parent, FREE_SPACE) from None
         raise StoreError(
             f"no se puede crear la clave de las sesiones {path}: {os_reason(exc)}"
         ) from None

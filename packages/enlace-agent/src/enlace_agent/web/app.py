@@ -45,7 +45,7 @@ from enlace_agent.household.database import Session, Store, StoreBusy
 from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, configured_secrets
 from enlace_agent.model_versions import recently_switched, serving_label
-from enlace_agent.shared import is_number, loads_json
+from enlace_agent.shared import DiskFull, is_number, loads_json
 from enlace_agent.tools.protocol import preview
 from enlace_agent.tools.shopping import ItemRefused, ShoppingList
 from enlace_agent.web.live import EventDict, LiveTurns
@@ -125,6 +125,11 @@ def logged_path(scope: Scope) -> str:
     return "/".join("{" + names[p] + "}" if p in names else p for p in parts)
 
 
+def sentence(text: str) -> str:
+    """`text` (a message that reads after «Error: » at the terminal) as the page shows it."""
+    return text[:1].upper() + text[1:]
+
+
 class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -158,11 +163,13 @@ class WebApp:
 
     async def db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A store call, in a thread (SQLite blocks: never on the event loop); a history file
-        kept busy past `database_timeout_s` is a Spanish 503, not a 500."""
+        kept busy past `database_timeout_s` is a Spanish 503, a full disk a 507, not a 500."""
         try:
             return await run_in_threadpool(call, *args, **kwargs)
         except StoreBusy:
             raise HttpError(503, STORE_BUSY) from None
+        except DiskFull as exc:  # 507 Insufficient Storage: nothing was written
+            raise HttpError(507, sentence(str(exc))) from None
 
     # ------------------------------------------------------------ request checks
     async def session(self, request: Request) -> Session:
@@ -232,6 +239,9 @@ class WebApp:
         except StoreBusy:  # the text so far stays saved; the next start-up marks it
             log.warning("the history file stayed busy: an answer could not be saved")
             yield {"type": "error", "message": NOT_SAVED}
+        except DiskFull as exc:
+            log.warning("the disk is full: an answer could not be saved")
+            yield {"type": "error", "message": sentence(str(exc))}
 
     def _turn_events(
         self, person: str, conversation_id: str, row: int, question: str
@@ -682,7 +692,7 @@ async def add_shopping(web: WebApp, request: Request) -> Response:
     try:
         [(item, new)] = await web.db(web.shopping.add, session.person, [text])
     except ItemRefused as exc:
-        raise HttpError(400, f"{str(exc)[0].upper()}{str(exc)[1:]}") from None
+        raise HttpError(400, sentence(str(exc))) from None
     return JSONResponse({"item": item.to_dict(), "new": new}, 201 if new else 200)
 
 

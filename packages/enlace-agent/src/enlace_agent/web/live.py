@@ -20,6 +20,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from enlace_agent.household.database import Store, StoreError
+from enlace_agent.shared import DiskFull
 
 log = logging.getLogger("enlace_agent.web")
 
@@ -156,7 +157,7 @@ class LiveTurns:
             return
         try:
             await run_in_threadpool(self.store.save_partial, {row: text for _, row, text in grown})
-        except StoreError as exc:  # busy: the next round tries again
+        except (StoreError, DiskFull) as exc:  # busy or full: the next round tries again
             log.warning("could not save the answers being written: %s", exc)
             return
         for live, _, text in grown:
