@@ -69,7 +69,7 @@ def test_a_schema_4_file_written_before_memory_upgrades_without_losing_a_row(
     store = Store(path, lambda _path, found: seen.append(found))
     assert seen == [4]  # the snapshot hook ran before the migration
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     assert table_rows(path, "conversations", "*") == old["conversations"]
     assert table_rows(path, "sessions", "*") == old["sessions"]
     names = "id, conversation_id, role, content, sources, created, model"
@@ -552,3 +552,31 @@ def test_olvidar_with_a_superscript_number_is_an_error_for_the_model_not_a_crash
         result = tool.run({"recuerdo": wanted})
         assert result.error and "no hay ningún recuerdo" in result.content
     assert memories.get("Ana", kept.id) == kept
+
+
+def test_a_household_memory_changed_by_another_says_who_and_hides_anothers_conversation(
+    memory_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    memories = MemoryStore(Store(tmp_path / "web.sqlite3"), AssistantConfig().memory)
+    anas = memories.store.create_conversation("Ana", "Apunta dónde vive la abuela")
+    soria, _ = memories.add(
+        "Ana", "La abuela vive en Soria", "familia", source="assistant", conversation_id=anas
+    )
+    seen = {name: memories.get(name, soria.id) for name in ("Ana", "Bruno")}
+    assert [m.conversation_id if m else "-" for m in seen.values()] == [anas, None]  # not Bruno's
+    bruno_sees = json.loads(memory_cli("export", "Bruno").stdout)
+    assert bruno_sees["conversation_id"] is None and bruno_sees["changed_by"] is None
+    assert memory_cli("export", "Ana").stdout.count(anas) == 1
+
+    fixed = memories.update("Bruno", soria.id, "La abuela vive en Burgos")
+    assert fixed is not None and (fixed.author, fixed.changed_by) == ("Ana", "Bruno")
+    assert fixed.conversation_id is None and fixed.updated >= soria.updated
+    listed = memory_cli("list", "Ana").stdout
+    assert "La abuela vive en Burgos (Ana, asistente, " in listed
+    assert "; cambiado por Bruno el " in listed
+    exported = json.loads(memory_cli("export", "Ana").stdout)
+    assert (exported["author"], exported["changed_by"]) == ("Ana", "Bruno")
+    assert exported["conversation_id"] == anas
+    mine, _ = memories.add("Bruno", "Bruno toca la guitarra", source="page")
+    again = memories.update("Bruno", mine.id, "Bruno toca el bajo")
+    assert again is not None and again.changed_by == "Bruno"  # the author's own change too

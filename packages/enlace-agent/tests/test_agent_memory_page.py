@@ -62,6 +62,7 @@ def test_another_persons_memory_is_a_404_by_every_route(
     listed = memories_of(bruno)["memories"]
     assert [m["text"] for m in listed] == ["La abuela vive en Soria"]
     assert listed[0]["conversation_title"] is None  # Ana's conversation is not Bruno's to see
+    assert listed[0]["conversation_id"] is None
     for answer in (
         bruno.patch(f"/api/memories/{mine['id']}", json={"text": "cambiado"}),
         bruno.request("DELETE", f"/api/memories/{mine['id']}", json={}),
@@ -73,6 +74,14 @@ def test_another_persons_memory_is_a_404_by_every_route(
     family = listed[0]["id"]  # the household's are everyone's
     fixed = bruno.patch(f"/api/memories/{family}", json={"text": "La abuela vive en Burgos"})
     assert fixed.status_code == 200 and fixed.json()["memory"]["text"].endswith("Burgos")
+    changed = fixed.json()["memory"]
+    assert (changed["author"], changed["changed_by"], changed["conversation_id"]) == (
+        "Ana",
+        "Bruno",
+        None,
+    )
+    [shown_to_ana] = [m for m in memories_of(ana)["memories"] if m["scope"] == "familia"]
+    assert shown_to_ana["changed_by"] == "Bruno" and shown_to_ana["conversation_id"] is not None
     assert bruno.request("DELETE", f"/api/memories/{family}", json={}).status_code == 200
     assert [m["text"] for m in memories_of(ana)["memories"]] == [mine["text"]]
 

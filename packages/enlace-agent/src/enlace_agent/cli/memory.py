@@ -189,6 +189,10 @@ def _whose(memory: Memory) -> str:
     return "familia" if memory.scope == "familia" else "personal"
 
 
+def _day(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d")
+
+
 def _list(memories: MemoryStore, name: str, as_json: bool) -> int:
     found = memories.list(name)
     if as_json:
@@ -201,9 +205,10 @@ def _list(memories: MemoryStore, name: str, as_json: bool) -> int:
     if not found:
         sys.stderr.write(f"Enlace no recuerda nada de {name} ni de la familia.\n")
     for m in found:
-        day = dt.datetime.fromtimestamp(m.updated).strftime("%Y-%m-%d")
         via = SOURCES_ES.get(m.source, m.source)
-        sys.stdout.write(f"#{m.id} [{_whose(m)}] {m.text} ({m.author}, {via}, {day})\n")
+        changed = f"; cambiado por {m.changed_by} el {_day(m.updated)}" if m.changed_by else ""
+        line = f"#{m.id} [{_whose(m)}] {m.text} ({m.author}, {via}, {_day(m.created)}{changed})"
+        sys.stdout.write(line + "\n")
     return EXIT_OK
 
 

@@ -120,6 +120,10 @@ MIGRATIONS: tuple[str, ...] = (
         updated REAL NOT NULL
     );
     """,
+    # 7: who last changed a memory (`updated` says when); NULL while it is as its author wrote it.
+    """
+    ALTER TABLE memories ADD COLUMN changed_by TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 SECRET_TABLES = ("sessions",)  # sign-ins: hashes of cookies, never archived nor restored

@@ -1,7 +1,7 @@
 """The memories, kept in the history file (`enlace_agent.household.database`, schema 5): each one a short
 statement owned by one person or by the household (`person` NULL), with who wrote it, how
-(`page`, `cli`, `assistant`, `import`), the conversation it came from and when it was created,
-changed and last used.
+(`page`, `cli`, `assistant`, `import`), the conversation it came from (shown only to the person
+whose conversation it is), when it was created and last used, and who changed it last and when.
 
 Every query names the person who acts and sees only their own memories and the household's: a
 person never reads, finds, changes or deletes another's personal memory, by id or by a search.
@@ -63,6 +63,7 @@ class Memory:
     created: float
     updated: float
     last_used: float | None
+    changed_by: str | None = None  # who last corrected it (None: as its author wrote it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,22 +79,27 @@ def plain(word: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
-def _memory(row: sqlite3.Row) -> Memory:
+def _memory(row: sqlite3.Row, viewer: str) -> Memory:
+    """The memory as `viewer` sees it: the conversation it came from only when it is theirs (a
+    memory is saved from its author's own conversation: `MemoryStore.add`)."""
     return Memory(
         row["id"],
         row["text"],
         "familia" if row["person"] is None else "personal",
         row["author"],
         row["source"],
-        row["conversation_id"],
+        row["conversation_id"] if row["author"] == viewer else None,
         row["created"],
         row["updated"],
         row["last_used"],
+        row["changed_by"],
     )
 
 
 VISIBLE = "(person IS NULL OR person = ?)"  # what `person` may see: theirs and the household's
-COLUMNS = "id, person, text, author, source, conversation_id, created, updated, last_used"
+COLUMNS = (
+    "id, person, text, author, source, conversation_id, created, updated, last_used, changed_by"
+)
 
 
 class MemoryStore:
@@ -156,7 +162,7 @@ class MemoryStore:
                 f"SELECT {COLUMNS} FROM memories WHERE {VISIBLE} ORDER BY updated DESC, id DESC",
                 (person,),
             ).fetchall()
-        return [_memory(r) for r in rows]
+        return [_memory(r, person) for r in rows]
 
     def titles(self, person: str, memories: Sequence[Memory]) -> dict[str, str]:
         """The titles of `person`'s own conversations the memories came from (another's
@@ -177,7 +183,7 @@ class MemoryStore:
             row = db.execute(
                 f"SELECT {COLUMNS} FROM memories WHERE id = ? AND {VISIBLE}", (memory_id, person)
             ).fetchone()
-        return _memory(row) if row else None
+        return _memory(row, person) if row else None
 
     def search(self, person: str, text: str, limit: int) -> list[Memory]:
         """The memories `person` may see that share words with `text`, the most relevant first."""
@@ -185,7 +191,7 @@ class MemoryStore:
         if query is None:
             return []
         with self.store.transaction() as db:
-            return [_memory(r) for r in self._ranked(db, person, query, limit)]
+            return [_memory(r, person) for r in self._ranked(db, person, query, limit)]
 
     def _ranked(
         self, db: sqlite3.Connection, person: str, query: str, limit: int = -1
@@ -223,7 +229,7 @@ class MemoryStore:
                     continue
                 if len(chosen) >= config.max_prompt_memories:
                     break
-                memory = _memory(row)
+                memory = _memory(row, person)
                 cost = measure(len(chosen) + 1, memory)
                 if cost > budget:
                     break
@@ -279,7 +285,7 @@ class MemoryStore:
                 f"SELECT {COLUMNS} FROM memories WHERE text = ? AND person IS ?", (line, owner)
             ).fetchone()
             if same is not None:
-                return _memory(same), False
+                return _memory(same, person), False
             if (
                 conversation_id is not None
                 and not db.execute(
@@ -296,22 +302,24 @@ class MemoryStore:
             row = db.execute(
                 f"SELECT {COLUMNS} FROM memories WHERE id = ?", (cursor.lastrowid,)
             ).fetchone()
-        return _memory(row), True
+        return _memory(row, person), True
 
     def update(self, person: str, memory_id: int, text: object) -> Memory | None:
-        """The memory with its text corrected by `person`; None when they may not see it."""
+        """The memory with its text corrected by `person` (who changed it last: `changed_by`; its
+        author stays the first); None when they may not see it."""
         line = self.clean(text)
         with self.store.erasing() as db:  # the old words leave the files
             self._writable(db, person)
             changed = db.execute(
-                f"UPDATE memories SET text = ?, updated = ? WHERE id = ? AND {VISIBLE}",
-                (line, time.time(), memory_id, person),
+                f"UPDATE memories SET text = ?, updated = ?, changed_by = ? WHERE id = ? AND "
+                f"{VISIBLE}",
+                (line, time.time(), person, memory_id, person),
             ).rowcount
             _restate_references(db)
             row = db.execute(
                 f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,)
             ).fetchone()
-        return _memory(row) if changed else None
+        return _memory(row, person) if changed else None
 
     def forget(self, person: str, memory_id: int) -> Memory | None:
         """Deletes one memory `person` may see (theirs or the household's); no byte of its text

@@ -567,8 +567,9 @@ function memoryItem(m, paused) {
   const item = el("li", null, "memory-item");
   item.dataset.id = m.id;
   const text = el("span", m.text, "memory-text");
-  const when = new Date(m.updated * 1000);
+  const when = new Date(m.created * 1000);
   const meta = el("small", m.author + " · " + WHEN.format(when) + " · " + (SOURCE_ES[m.source] || m.source), "meta");
+  if (m.changed_by) meta.append(" · cambiado por " + m.changed_by + " " + WHEN.format(new Date(m.updated * 1000)));
   if (m.conversation_title) {
     const from = el("a", "«" + m.conversation_title + "»");
     from.href = "#" + encodeURIComponent(m.conversation_id);
