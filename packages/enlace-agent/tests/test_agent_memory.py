@@ -580,3 +580,31 @@ def test_a_household_memory_changed_by_another_says_who_and_hides_anothers_conve
     mine, _ = memories.add("Bruno", "Bruno toca la guitarra", source="page")
     again = memories.update("Bruno", mine.id, "Bruno toca el bajo")
     assert again is not None and again.changed_by == "Bruno"  # the author's own change too
+
+
+def test_an_import_is_one_transaction_and_finds_duplicates_by_an_index(
+    memories: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memories.add("Ana", "Nota 3", source="page")
+    memories.add("Ana", "Nota 4", "familia", source="page")
+    lines = [json.dumps({"text": f"Nota {n}", "scope": "personal"}) for n in range(500)]
+    lines.append(json.dumps({"text": "Nota 4", "scope": "familia"}))
+    lines.append(json.dumps({"text": "Nota 7"}))  # twice in the file: once in the history
+    opened: list[object] = []
+    connect = sqlite3.connect
+
+    def counted(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(args[0])
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", counted)
+    assert memories.import_lines("Ana", lines) == (499, 3)
+    assert len(opened) == 1  # one connection, one transaction (was one per memory)
+    monkeypatch.undo()
+    assert len(memories.list("Ana")) == 501
+    with sqlite3.connect(memories.store.path) as db:
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM memories WHERE text = ? AND person IS ?",
+            ("Nota 3", "Ana"),
+        ).fetchall()
+    assert "memories_by_text" in " ".join(str(step[-1]) for step in plan)

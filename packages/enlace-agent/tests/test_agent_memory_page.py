@@ -6,10 +6,16 @@ stops the memory for that person. The page itself, in a browser: test_agent_web_
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
+from enlace_config.schema.agent import AssistantConfig
+
+from enlace_agent.household.database import Store
+from enlace_agent.memory import MemoryStore
 
 
 def memories_of(client: httpx.Client) -> dict[str, Any]:
@@ -168,3 +174,33 @@ def test_a_numeric_path_id_that_is_no_number_is_a_404_never_a_500(
                 "Esa memoria no existe.",
                 "Eso ya no está en la lista.",
             )
+
+
+def test_the_list_comes_a_page_at_a_time_and_a_small_one_whole(
+    web_page: Callable[..., Any], model_server: Any, tmp_path: Path
+) -> None:
+    page = web_page(assistant={"memory": {"page_memories": 4}})
+    ana, bruno = page.login("Ana"), page.login("Bruno")
+    for n in range(3):
+        add(ana, f"Recuerdo {n} de Ana", "familia" if n == 1 else "personal")
+    few = memories_of(ana)  # fewer than a page: all of them, as before
+    assert [m["text"] for m in few["memories"]] == [f"Recuerdo {n} de Ana" for n in (2, 1, 0)]
+    assert few["next"] is None
+    store = MemoryStore(Store(tmp_path / "web.sqlite3"), AssistantConfig().memory)
+    lines = [json.dumps({"text": f"Nota {n}"}) for n in range(7)]
+    store.import_lines("Ana", lines)
+    add(bruno, "Bruno toca la guitarra")  # never in Ana's pages
+    seen: list[str] = []
+    after: str | None = None
+    while True:
+        answer = ana.get("/api/memories", params={"after": after} if after else None)
+        assert answer.status_code == 200
+        listed = answer.json()
+        assert len(listed["memories"]) <= 4
+        seen += [m["text"] for m in listed["memories"]]
+        after = listed["next"]
+        if after is None:
+            break
+    assert seen == [m.text for m in store.list("Ana")] and len(seen) == 10
+    for bad in ("x", "nan_3", "1.5_²", "1.5", "inf_2"):
+        assert ana.get("/api/memories", params={"after": bad}).status_code == 400

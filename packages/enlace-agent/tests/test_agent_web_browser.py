@@ -638,3 +638,27 @@ def test_two_people_add_tick_and_clear_the_shopping_list_on_the_page(
     tab.locator("#shopping-items .memory-text", has_text="pan").wait_for()
     assert tab.locator("#shopping-items .memory-text").all_inner_texts() == ["pan"]
     assert tab.dialogs == []
+
+
+def test_the_memory_list_loads_more_on_demand_and_says_who_changed_one(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    page = web_page(assistant={"memory": {"page_memories": 3}})
+    ana, bruno = page.login("Ana"), page.login("Bruno")
+    for n in range(4):
+        assert ana.post("/api/memories", json={"text": f"Nota {n}"}).status_code == 201
+    family = {"text": "La abuela vive en Soria", "scope": "familia"}
+    soria = ana.post("/api/memories", json=family).json()["memory"]
+    bruno.patch(f"/api/memories/{soria['id']}", json={"text": "La abuela vive en Burgos"})
+    sign_in(tab, page.base)
+    tab.get_by_role("button", name="Lo que Enlace recuerda").click()
+    tab.locator("#memory-family .memory-text").first.wait_for()
+    assert memory_items(tab, "family") == ["La abuela vive en Burgos"]
+    assert memory_items(tab, "mine") == ["Nota 3", "Nota 2"]  # a page of 3
+    meta = tab.locator("#memory-family .meta").inner_text()
+    assert meta.startswith("Ana · ") and "cambiado por Bruno" in meta
+    more = tab.get_by_role("button", name="Ver más recuerdos")
+    more.click()
+    tab.locator("#memory-mine .memory-text", has_text="Nota 0").wait_for()
+    assert memory_items(tab, "mine") == ["Nota 3", "Nota 2", "Nota 1", "Nota 0"]
+    assert more.is_hidden() and tab.locator("#memory .empty").count() == 0

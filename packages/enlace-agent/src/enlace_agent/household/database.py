@@ -120,9 +120,11 @@ MIGRATIONS: tuple[str, ...] = (
         updated REAL NOT NULL
     );
     """,
-    # 7: who last changed a memory (`updated` says when); NULL while it is as its author wrote it.
+    # 7: who last changed a memory (`updated` says when; NULL while it is as its author wrote it),
+    # and an index that finds a memory already there by its text (an import of thousands).
     """
     ALTER TABLE memories ADD COLUMN changed_by TEXT;
+    CREATE INDEX memories_by_text ON memories(text, person);
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

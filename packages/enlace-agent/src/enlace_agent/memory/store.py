@@ -155,12 +155,18 @@ class MemoryStore:
             raise MemoryRefused(PAUSED)
 
     # ------------------------------------------------------------ reading
-    def list(self, person: str) -> list[Memory]:
-        """`person`'s memories and the household's, the most recently changed first."""
+    def list(
+        self, person: str, limit: int = -1, after: tuple[float, int] | None = None
+    ) -> list[Memory]:
+        """`person`'s memories and the household's, the most recently changed first: all, or
+        the `limit` (-1: all) that come after the memory `after` (its `updated` and `id`: the
+        last one of the page before)."""
+        since = "" if after is None else "AND (updated, id) < (?, ?)"
         with self.store.transaction() as db:
             rows = db.execute(
-                f"SELECT {COLUMNS} FROM memories WHERE {VISIBLE} ORDER BY updated DESC, id DESC",
-                (person,),
+                f"SELECT {COLUMNS} FROM memories WHERE {VISIBLE} {since} "
+                "ORDER BY updated DESC, id DESC LIMIT ?",
+                (person, *(after or ()), limit),
             ).fetchall()
         return [_memory(r, person) for r in rows]
 
@@ -277,15 +283,8 @@ class MemoryStore:
         if scope not in SCOPES:
             raise MemoryRefused("El alcance de un recuerdo es «personal» o «familia».")
         line = self.clean(text)
-        owner = person if scope == "personal" else None
-        now = time.time()
         with self.store.transaction() as db:
             self._writable(db, person)
-            same = db.execute(
-                f"SELECT {COLUMNS} FROM memories WHERE text = ? AND person IS ?", (line, owner)
-            ).fetchone()
-            if same is not None:
-                return _memory(same, person), False
             if (
                 conversation_id is not None
                 and not db.execute(
@@ -294,15 +293,9 @@ class MemoryStore:
                 ).fetchone()
             ):
                 conversation_id = None
-            cursor = db.execute(
-                "INSERT INTO memories (person, text, author, source, conversation_id, created, "
-                "updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (owner, line, person, source, conversation_id, now, now),
-            )
-            row = db.execute(
-                f"SELECT {COLUMNS} FROM memories WHERE id = ?", (cursor.lastrowid,)
-            ).fetchone()
-        return _memory(row, person), True
+            found, new = _insert(db, person, line, scope, source, conversation_id)
+            row = db.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (found,)).fetchone()
+        return _memory(row, person), new
 
     def update(self, person: str, memory_id: int, text: object) -> Memory | None:
         """The memory with its text corrected by `person` (who changed it last: `changed_by`; its
@@ -376,13 +369,39 @@ class MemoryStore:
         return good
 
     def import_lines(self, person: str, lines: Sequence[str]) -> tuple[int, int]:
-        """Adds every memory of an export (all or none: `ImportProblems` first); returns how many
-        were new and how many were already there."""
+        """Adds every memory of an export, in one transaction (all or none: `ImportProblems`
+        first); returns how many were new and how many were already there."""
         good = self.check_import(person, lines)
-        added = 0
-        for text, scope in good:
-            added += self.add(person, text, scope, source="import")[1]
+        with self.store.transaction() as db:
+            self._writable(db, person)
+            added = sum(_insert(db, person, text, scope, "import")[1] for text, scope in good)
         return added, len(good) - added
+
+
+def _insert(
+    db: sqlite3.Connection,
+    person: str,
+    line: str,
+    scope: str,
+    source: str,
+    conversation_id: str | None = None,
+) -> tuple[int, bool]:
+    """The id of the memory `line` of `person` (scope `personal`) or of the household, written
+    now unless the same text is already there (found by `memories_by_text`); and whether new."""
+    owner = person if scope == "personal" else None
+    same = db.execute(
+        "SELECT id FROM memories WHERE text = ? AND person IS ?", (line, owner)
+    ).fetchone()
+    if same is not None:
+        return same[0], False
+    now = time.time()
+    cursor = db.execute(
+        "INSERT INTO memories (person, text, author, source, conversation_id, created, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (owner, line, person, source, conversation_id, now, now),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid, True
 
 
 def _restate_references(db: sqlite3.Connection) -> None:

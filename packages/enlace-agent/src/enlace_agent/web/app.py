@@ -14,6 +14,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -495,15 +496,36 @@ def memory_id(request: Request) -> int:
 
 
 async def list_memories(web: WebApp, request: Request) -> Response:
-    """The person's memories and the household's (never another's), with the pause state."""
+    """The person's memories and the household's (never another's), with the pause state, a
+    page at a time (`memory.page_memories`, the most recently changed first): `next`, when more
+    follow, is what `?after=` takes for the next page."""
     person = (await memory_session(web, request, write=False)).person
-    found = await web.db(web.memories.list, person)
+    size = web.assistant.config.memory.page_memories
+    after = page_after(request.query_params.get("after"))
+    found = await web.db(web.memories.list, person, size + 1, after)
+    more, found = len(found) > size, found[:size]
     titles = await web.db(web.memories.titles, person, found)
     listed = [
         {**m.to_dict(), "conversation_title": titles.get(m.conversation_id or "")} for m in found
     ]
     paused = await web.db(web.memories.paused, person)
-    return JSONResponse({"paused": paused, "memories": listed})
+    last = found[-1] if more else None
+    following = f"{last.updated!r}_{last.id}" if last else None
+    return JSONResponse({"paused": paused, "memories": listed, "next": following})
+
+
+def page_after(raw: str | None) -> tuple[float, int] | None:
+    """The `(updated, id)` of `?after=` (a list's `next`); 400 when it is not one."""
+    if raw is None:
+        return None
+    updated, _, row = raw.partition("_")
+    try:
+        when = float(updated)
+    except ValueError:
+        when = math.nan
+    if not math.isfinite(when) or not is_number(row) or len(row) > 18:
+        raise HttpError(400, BAD_REQUEST)
+    return when, int(row)
 
 
 async def add_memory(web: WebApp, request: Request) -> Response:

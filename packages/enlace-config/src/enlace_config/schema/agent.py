@@ -310,6 +310,10 @@ class MemoryConfig(StrictModel):
     """More environment variables whose values are never stored in a memory, beyond the ones the
     configuration already names (api_key_env, each person's token_env, the snapshot passphrase
     and the search key)."""
+    page_memories: int = Field(default=100, ge=1, le=10_000)
+    """Memories the page's «Lo que Enlace recuerda» loads at a time (GET /api/memories), the
+    most recently changed first; «Ver más recuerdos» loads the next ones. A household with fewer
+    sees them all at once."""
 
 
 class AssistantConfig(StrictModel):

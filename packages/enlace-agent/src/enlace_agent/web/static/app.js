@@ -542,10 +542,14 @@ function memoryStatus(message) {
   $("memory-status").textContent = message;
 }
 
-async function loadMemories() {
+// A page of memories at a time (memory.page_memories): the first one replaces the lists, «Ver
+// más recuerdos» appends the next one (`after`: the list's `next`).
+let memoryNext = null;
+
+async function loadMemories(after) {
   let data;
   try {
-    data = await api("/api/memories");
+    data = await api("/api/memories" + (after ? "?after=" + encodeURIComponent(after) : ""));
   } catch (e) {
     return memoryStatus(e.message);
   }
@@ -554,11 +558,16 @@ async function loadMemories() {
   for (const control of $("memory-add").elements) control.disabled = data.paused;
   const mine = $("memory-mine");
   const family = $("memory-family");
-  mine.replaceChildren();
-  family.replaceChildren();
+  if (!after) {
+    mine.replaceChildren();
+    family.replaceChildren();
+  }
+  for (const empty of $("memory").querySelectorAll(".memories > .empty")) empty.remove();
   for (const m of data.memories) (m.scope === "familia" ? family : mine).append(memoryItem(m, data.paused));
   if (!mine.children.length) mine.append(el("li", "Todavía no hay ninguno.", "empty"));
   if (!family.children.length) family.append(el("li", "Todavía no hay ninguno.", "empty"));
+  memoryNext = data.next || null;
+  $("memory-more").hidden = !memoryNext;
 }
 
 const SOURCE_ES = { page: "en la página", cli: "en la terminal", assistant: "en una conversación", import: "importado" };
@@ -612,6 +621,7 @@ function askForget(item, m) {
 }
 
 $("memory-open").addEventListener("click", () => openMemory());
+$("memory-more").addEventListener("click", () => loadMemories(memoryNext));
 $("memory-close").addEventListener("click", () => { closeMemory(); $("text").focus(); });
 
 $("memory-pause").addEventListener("change", async () => {
