@@ -28,7 +28,7 @@ from typing import IO, Any
 import pytest
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent import files
+from enlace_agent import files, shared
 from enlace_agent import snapshot as snap
 from enlace_agent.household.database import SCHEMA_VERSION, Store
 
@@ -557,7 +557,7 @@ def restore_on_a_full_disk(tmp_path: Path, tiny_disk: Path) -> None:
     assert files_under(tiny_disk) <= files_before | {tiny_disk / snap.LOCK}
 
 
-@pytest.mark.parametrize("step", ["undo", "replace"])
+@pytest.mark.parametrize("step", ["undo", "replace", "store"])
 def test_a_full_disk_during_restore_is_one_spanish_paragraph_and_changes_nothing(
     house: snap.Household,
     monkeypatch: pytest.MonkeyPatch,
@@ -587,6 +587,13 @@ def test_a_full_disk_during_restore_is_one_spanish_paragraph_and_changes_nothing
 
         monkeypatch.setattr(restoring, "replace_all", disk_full)
         folder = house.work_root
+    if step == "store":  # the household's database says it itself (shared.DiskFull)
+
+        def store_full(*_: Any) -> None:
+            raise shared.DiskFull(house.database.parent, "libera espacio")
+
+        monkeypatch.setattr(restoring, "replace_all", store_full)
+        folder = house.database.parent
     monkeypatch.setenv("XDG_CONFIG_HOME", str(house.database.parent.parent.parent / "config"))
     config = house.database.parent.parent.parent / "assistant.yaml"
     config.write_text(f"web:\n  database: {house.database}\n")

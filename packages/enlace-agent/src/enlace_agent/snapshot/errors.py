@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import errno
-import sqlite3
 from pathlib import Path
+
+from enlace_agent import shared
 
 
 class SnapshotError(Exception):
@@ -30,16 +30,7 @@ class CannotDo(SnapshotError):
     usage = True
 
 
-class DiskFull(SnapshotError):
+class DiskFull(SnapshotError, shared.DiskFull):
     """No space left in `folder` (or not enough for what an archive declares); nothing partial
-    is left behind and the history is as it was."""
-
-    def __init__(self, folder: Path, detail: str) -> None:
-        self.folder = folder
-        super().__init__(f"no queda espacio en {folder}: {detail}")
-
-
-def out_of_space(exc: BaseException) -> bool:
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
+    is left behind and the history is as it was. The agent's one full-disk error and wording
+    (`shared.DiskFull`), as a snapshot's error."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from enlace_agent import files
 from enlace_agent.household.database import SECRET_TABLES, contents, has_table, read_only_uri
+from enlace_agent.shared import out_of_space
 from enlace_agent.snapshot.archive import (
     DATABASE,
     FORMAT,
@@ -43,7 +44,6 @@ from enlace_agent.snapshot.errors import (
     CannotDo,
     DiskFull,
     SnapshotError,
-    out_of_space,
 )
 from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
 from enlace_agent.snapshot.seal import sealer

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from enlace_agent import files
+from enlace_agent import files, shared
 from enlace_agent.household.database import (
     SECRET_TABLES,
     Store,
@@ -30,9 +30,10 @@ from enlace_agent.household.database import (
     person_tables,
     read_only_uri,
 )
+from enlace_agent.shared import out_of_space
 from enlace_agent.snapshot.archive import DATABASE, VERIFIED, read_archive
 from enlace_agent.snapshot.catalog import Snapshot, sweep
-from enlace_agent.snapshot.errors import CannotDo, DiskFull, out_of_space
+from enlace_agent.snapshot.errors import CannotDo, DiskFull
 from enlace_agent.snapshot.household import Household, checkpoint, locked, work_dir
 from enlace_agent.snapshot.make import create_locked
 
@@ -89,13 +90,13 @@ def restore(
             checkpoint("restore-done")
             settings = _keep_settings(into, h.directory, path)
             return Restored(manifest, undo, person, settings)
-        except (OSError, sqlite3.OperationalError, DiskFull) as exc:
-            if not isinstance(exc, DiskFull) and not out_of_space(exc):
+        except (OSError, sqlite3.OperationalError, shared.DiskFull) as exc:
+            if not isinstance(exc, shared.DiskFull) and not out_of_space(exc):
                 raise
             if isinstance(exc, DiskFull) and reading:
                 raise  # before anything was written: it says what the archive needs
             _forget(undo)  # the live history is as it was: its undo copy is not needed
-            folder = exc.folder if isinstance(exc, DiskFull) else h.work_root
+            folder = exc.folder if isinstance(exc, shared.DiskFull) else h.work_root
             raise DiskFull(
                 folder,
                 "libera espacio allí (las copias antiguas se ven con «enlace-assistant snapshot "
