@@ -13,6 +13,12 @@ without them gains nothing from the repetition, and the gap "second - first" is 
 chat model copies names and facts through the same mechanism, so a base with no gap here cannot
 learn to copy in a few hundred fine-tuning steps (benchmarks/CHAT.md).
 
+It also reads 128-byte rows of random-letter copy records («qwhfk|qwhfk», the generator that
+`train.copy_records_share` mixes into pretraining, another seed) and reports the greedy accuracy
+on the copies' bytes ("letters"): a few per cent (1 letter in 32) for a model that does not copy,
+near 100 % for one that does. The books' gap says whether a base copies natural text; the letters
+say whether it has the mechanism at all, with nothing else to lean on.
+
 `corpus` writes a copy-heavy bytes corpus for `data.path` (kind: bytes): the built-in books' train
 split where, with probability --share, a short sentence comes back after the next one («A B A»),
 and the books' own val split unchanged, so bits/byte stays comparable with the plain runs.
@@ -66,8 +72,35 @@ def copy_accuracy(
     return hits[0] / counts[0], hits[1] / counts[1]
 
 
-def probe(path: str, pairs: list[tuple[str, str]]) -> tuple[float, float]:
-    """`copy_accuracy` of a run directory or checkpoint, greedy, with its own tokenizer."""
+Row = tuple[bytes, list[tuple[int, int]]]  # a row of letter records and its copies' byte spans
+
+
+def letter_rows(n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
+    """n rows of random-letter copy records «qwhfk|qwhfk» (enlace_data/copy_records.py, the
+    generator `train.copy_records_share` trains on, with another seed) and their copies' spans."""
+    from enlace_data.copy_records import copy_record_row
+
+    rng = random.Random(f"copy-probe-{seed}")
+    return [copy_record_row(rng, length) for _ in range(n)]
+
+
+def letter_accuracy(predict: Callable[[list[int]], list[int]], rows: list[Row]) -> float:
+    """Greedy accuracy on the copies' bytes after their first two (as the books probe: the first
+    bytes of a repeat are not yet a copy). Random letters: without copying, about 1 in 32."""
+    hits = count = 0
+    for row, spans in rows:
+        ids = list(row)
+        predicted = predict(ids)
+        for start, end in spans:
+            for t in range(start + 2, end):
+                hits += predicted[t - 1] == ids[t]
+                count += 1
+    return hits / count
+
+
+def probe(path: str, pairs: list[tuple[str, str]], rows: list[Row]) -> tuple[float, float, float]:
+    """(first, second, letters): `copy_accuracy` on the books and `letter_accuracy` of a run
+    directory or checkpoint, greedy, with its own tokenizer."""
     import torch
     from enlace_data.tokenizer import load_tokenizer
     from enlace_model.checkpoint import load_model, resolve_checkpoint
@@ -79,7 +112,8 @@ def probe(path: str, pairs: list[tuple[str, str]]) -> tuple[float, float]:
         with torch.no_grad():
             return model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
 
-    return copy_accuracy(predict, tokenizer.encode, pairs)
+    first, second = copy_accuracy(predict, tokenizer.encode, pairs)
+    return first, second, letter_accuracy(predict, rows)
 
 
 def write_corpus(out: Path, share: float, seed: int = 0) -> tuple[int, int]:
@@ -117,6 +151,7 @@ def main() -> None:
     p = sub.add_parser("probe", help="copy accuracy of runs or checkpoints")
     p.add_argument("models", nargs="+")
     p.add_argument("--pairs", type=int, default=100)
+    p.add_argument("--rows", type=int, default=50, help="rows of 128 bytes of letter records")
     c = sub.add_parser("corpus", help="write a copy-heavy bytes corpus")
     c.add_argument("out", type=Path)
     c.add_argument("--share", type=float, default=1.0)
@@ -125,11 +160,11 @@ def main() -> None:
         size, repeats = write_corpus(args.out, args.share)
         print(f"{args.out}: train.txt {size:,} bytes with {repeats:,} repeated sentences")
         return
-    pairs = probe_pairs(args.pairs)
-    print(f"{'model':60} {'first':>7} {'second':>7} {'gap':>7}")
+    pairs, rows = probe_pairs(args.pairs), letter_rows(args.rows)
+    print(f"{'model':60} {'first':>7} {'second':>7} {'gap':>7} {'letters':>8}")
     for path in args.models:
-        first, second = probe(path, pairs)
-        print(f"{path:60} {first:7.1%} {second:7.1%} {second - first:+7.1%}")
+        first, second, letters = probe(path, pairs, rows)
+        print(f"{path:60} {first:7.1%} {second:7.1%} {second - first:+7.1%} {letters:8.1%}")
 
 
 if __name__ == "__main__":

@@ -19,12 +19,12 @@ def encode(text: str) -> list[int]:
     return list(text.encode())
 
 
-def induction(ids: list[int]) -> list[int]:
-    """What an induction head does, by hand: find where the last three tokens appeared before and
-    predict what followed them there (else repeat the current token)."""
+def induction(ids: list[int], key_length: int = 3) -> list[int]:
+    """What an induction head does, by hand: find where the last `key_length` tokens appeared
+    before and predict what followed them there (else repeat the current token)."""
     out = []
     for t in range(len(ids)):
-        key = ids[max(0, t - 2) : t + 1]
+        key = ids[max(0, t - key_length + 1) : t + 1]
         match = next(
             (j for j in range(t - 1, len(key) - 2, -1) if ids[j - len(key) + 1 : j + 1] == key),
             None,
@@ -77,3 +77,31 @@ def test_the_copy_heavy_corpus_repeats_sentences_and_keeps_val(tmp_path: Path) -
     assert size == len(train.encode()) and repeats > 10_000
     plain, none = copy_probe.write_corpus(tmp_path / "p", share=0.0)
     assert none == 0 and size > plain
+
+
+def test_the_letter_records_tell_a_model_that_copies_from_one_that_cannot() -> None:
+    """The random-letter check: an induction head copies the second half of «qwhfk|qwhfk» (keyed
+    on two bytes, as the probe scores the copies after their first two); a bigram model, however
+    fitted to these very rows, guesses (1 letter in 32; the second byte of «ñ» or «á» is easier)."""
+    rows = copy_probe.letter_rows(50)
+    copying = copy_probe.letter_accuracy(lambda ids: induction(ids, key_length=2), rows)
+    follows: dict[int, Counter[int]] = {}
+    for row, _ in rows:
+        for x, y in itertools.pairwise(row):
+            follows.setdefault(x, Counter())[y] += 1
+
+    def bigram(ids: list[int]) -> list[int]:
+        return [follows[x].most_common(1)[0][0] for x in ids]
+
+    blind = copy_probe.letter_accuracy(bigram, rows)
+    assert copying > 0.95 and blind < 0.25, (copying, blind)
+
+
+def test_the_letter_rows_are_records_and_their_copies() -> None:
+    rows = copy_probe.letter_rows(20)
+    assert len({row for row, _ in rows}) == 20
+    for row, spans in rows:
+        assert len(row) == 128 and len(spans) >= 6  # records of at most 8 letters (+ 2 bytes) x 2
+        for start, end in spans:
+            copy = row[start:end]
+            assert row[start - len(copy) - 1 : start] == copy + b"|", row
