@@ -366,3 +366,21 @@ def test_segments_keep_packed_documents_apart(cfg):
         mixed = model(row).logits[0]  # without segments: later documents see earlier ones
     torch.testing.assert_close(packed, alone, rtol=1e-6, atol=1e-7)  # float32 rotary tables
     assert not torch.allclose(mixed[5:], alone[5:])
+
+
+def test_qk_norm_gain_init_sets_the_bound_of_the_attention_logits(tiny_config):
+    """The q/k norms' gains start at model.qk_norm_gain_init, the other norms at 1, and the draws
+    of every matrix are the same as with gains at 1 (only the gains differ)."""
+    plain = build_model(tiny_config())
+    torch.manual_seed(0)
+    plain.init_weights()
+    sharp = build_model(tiny_config(qk_norm_gain_init=3.0))
+    torch.manual_seed(0)
+    sharp.init_weights()
+    for (name, a), (_, b) in zip(
+        plain.state_dict().items(), sharp.state_dict().items(), strict=True
+    ):
+        if name.endswith(("q_norm.weight", "k_norm.weight")):
+            assert (a == 1).all() and (b == 3).all(), name
+        else:
+            assert torch.equal(a, b), name

@@ -118,3 +118,29 @@ def test_truncate_metrics_keeps_rows_up_to_the_step_and_drops_a_torn_line(tmp_pa
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 6, "lo')
     assert truncate_metrics(path, 4) == 5
     assert [r["step"] for r in read_metrics(path)] == [1, 2, 3, 4, 4]
+
+
+def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
+    """train.copy_records_share: at step 0 every row is «letters|letters» records (share 1),
+    at half the steps about half the rows, from copy_records_steps on none; the same draw gives
+    the same rows (exact resume), and each replaced row's targets are its inputs shifted by one."""
+    import numpy as np
+    from enlace_config.schema import TrainConfig
+    from enlace_train.trainer import mix_copy_records
+
+    tc = TrainConfig(max_steps=100, global_batch_size=64, lr=1e-3, copy_records_share=1.0,
+                     copy_records_steps=50)  # fmt: skip
+    text = np.frombuffer(b"En un lugar de la Mancha, " * 400, dtype=np.uint8).astype(np.int64)
+    x = np.stack([text[i : i + 128] for i in range(64)])
+    y = np.stack([text[i + 1 : i + 129] for i in range(64)])
+
+    def records(step: int, draw: str = "a") -> list[bool]:
+        mx, my = mix_copy_records((x, y), tc, step, draw)
+        assert (mx[:, 1:] == my[:, :-1]).all()
+        return [b"|" in bytes(row.astype(np.uint8)) for row in mx]
+
+    assert all(records(0)) and not any(records(50)) and not any(records(99))
+    assert 16 < sum(records(25)) < 48
+    assert records(25) == records(25) and records(25) != records(25, draw="b")
+    unchanged = mix_copy_records((x, y), tc, 60, "a")
+    assert unchanged[0] is x  # after the records' steps the batch is passed through as it is

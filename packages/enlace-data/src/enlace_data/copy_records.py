@@ -21,16 +21,26 @@ SEPARATOR, END = "|", "\n"
 MIN_LETTERS, MAX_LETTERS = 5, 8
 
 
-def copy_record_row(rng: random.Random, length: int) -> tuple[bytes, list[tuple[int, int]]]:
-    """`length` bytes of records «A|A\\n» (A: 5-8 random letters) and the byte spans [start, end)
-    of the copies that end inside the row (the last record may be cut)."""
-    row, spans = bytearray(), []
+MIN_TEXT, MAX_TEXT = 10, 20  # bytes of a text span: one byte seldom identifies where it is in one
+
+
+def copy_record_row(
+    rng: random.Random, length: int, text: bytes | None = None
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """`length` bytes of records «A|A\\n» and the byte spans [start, end) of the copies that end
+    inside the row (the last record may be cut). A: 5-8 random letters, or with `text` the next
+    10-20 bytes of it (natural text, where a copy must match several bytes, not one, to find its
+    place: what copying a sentence or a name needs)."""
+    row, spans, offset = bytearray(), [], 0
     while len(row) < length:
-        a = "".join(rng.choice(LETTERS) for _ in range(rng.randint(MIN_LETTERS, MAX_LETTERS)))
-        head = f"{a}{SEPARATOR}".encode()
-        start = len(row) + len(head)
-        row += head + f"{a}{END}".encode()
-        end = start + len(a.encode())
-        if end <= length:
-            spans.append((start, end))
+        if text is None:
+            n = rng.randint(MIN_LETTERS, MAX_LETTERS)
+            a = "".join(rng.choice(LETTERS) for _ in range(n)).encode()
+        else:
+            n = rng.randint(MIN_TEXT, MAX_TEXT)
+            a, offset = text[offset : offset + n], (offset + n) % max(len(text) - n, 1)
+        start = len(row) + len(a) + 1
+        row += a + SEPARATOR.encode() + a + END.encode()
+        if start + len(a) <= length:
+            spans.append((start, start + len(a)))
     return bytes(row[:length]), spans

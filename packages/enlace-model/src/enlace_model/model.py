@@ -8,7 +8,9 @@ Architecture choices, and why:
 - Grouped-query attention (query head h reads kv head h // (n_heads / n_kv_heads)): a smaller KV
   cache and fewer bytes read per generated token.
 - QK-norm (per-head RMSNorm of q and k before the rotation, Qwen3's placement): bounds the
-  attention logits, which keeps float16 training on the 2060 stable.
+  attention logits by gain² √D, which keeps float16 training on the 2060 stable. The gains start
+  at `qk_norm_gain_init`: at 1 a small model's attention is too flat to copy (issue 35). Without
+  QK-norm the network is Llama's.
 - `F.scaled_dot_product_attention` with the backend (`flash`, `mem_efficient`, `math`, `auto`)
   *enforced* by `sdpa_kernel`: a forced backend that cannot run raises `AttentionBackendError`
   instead of falling back. `enable_gqa` works in the flash and math kernels only, so kv heads are
@@ -20,7 +22,8 @@ Architecture choices, and why:
   `lm_head` parameter at all, so the state dict holds each tensor once.
 - Loss: cross-entropy plus z-loss (PaLM) from one fused float32 log_softmax; targets -1 ignored.
 - Init: matrices N(0, init_std); o_proj and down_proj scaled by 1/sqrt(2·n_layers) so the
-  residual stream's variance does not grow with depth (GPT-2); norm weights 1.
+  residual stream's variance does not grow with depth (GPT-2); norm weights 1, the q/k norms'
+  `qk_norm_gain_init`.
 
 The state-dict keys are a file format (hf.py maps them to Hugging Face's names).
 Shapes: B batch, T sequence, C d_model, H query heads, KV key/value heads, D head_dim, V vocab,
@@ -274,6 +277,11 @@ class Transformer(nn.Module):
         for module in self.modules():
             if isinstance(module, RMSNorm):
                 nn.init.ones_(module.weight)
+        for layer in self.layers:
+            assert isinstance(layer, Block)
+            for norm in (layer.attn.q_norm, layer.attn.k_norm):
+                if norm is not None:  # the logits' bound is gain² √D (see the docstring)
+                    nn.init.constant_(norm.weight, self.cfg.qk_norm_gain_init)
         if self.lm_head is not None:
             nn.init.normal_(self.lm_head.weight, mean=0.0, std=std)
         self.reset_rotary()

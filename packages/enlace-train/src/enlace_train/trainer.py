@@ -15,17 +15,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import random
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
 import torch
 from enlace_config import ResolvedConfig
-from enlace_config.schema import RunConfig
+from enlace_config.schema import RunConfig, TrainConfig
+from enlace_data.copy_records import copy_record_row
 from enlace_data.loader import build_loader, eval_batches, split_bytes_per_token
 from enlace_data.stream import StreamLoader
 from enlace_model import Transformer, build_model, count_parameters, flops_per_token
@@ -163,6 +166,27 @@ def out_of_memory(cfg: RunConfig, world_size: int) -> OutOfMemory:
     )
 
 
+def mix_copy_records(
+    batch: Sequence[np.ndarray[Any, Any]], tc: TrainConfig, step: int, draw: str
+) -> Sequence[np.ndarray[Any, Any]]:
+    """A bytes micro-batch (inputs, targets) with some rows replaced by synthetic copy records
+    (enlace_data/copy_records.py): each row with probability train.copy_records_share, falling
+    linearly to zero at train.copy_records_steps. `draw` names the micro-batch (seed, step,
+    micro-step, rank), so a resumed run draws the same rows."""
+    share = tc.copy_records_share * max(0.0, 1.0 - step / max(tc.copy_records_steps, 1))
+    if share <= 0:
+        return batch
+    x, y = (a.copy() for a in batch)
+    rng = random.Random(f"copy-records-{draw}")
+    for r in range(x.shape[0]):
+        if rng.random() < share:
+            text = bytes(x[r].astype(np.uint8)) if tc.copy_records_source == "text" else None
+            row, _ = copy_record_row(rng, x.shape[1] + 1, text)
+            ids = np.frombuffer(row, dtype=np.uint8)
+            x[r], y[r] = ids[:-1], ids[1:]
+    return x, y
+
+
 DIVERGED_FIX = (
     "Nothing was saved from it: the run's checkpoints hold the last good state. Lower train.lr, "
     "check model.init_std and train.weight_decay, then resume or restart the run."
@@ -188,7 +212,11 @@ def train_step(
     ce_sum, z_sum = torch.zeros((), device=backend.device), torch.zeros((), device=backend.device)
     try:
         for micro in range(accum):
-            batch = [backend.to_device(a) for a in next(training.loader)]  # x, y (, segments)
+            batch = next(training.loader)  # x, y (, segments)
+            if tc.copy_records_share:
+                draw = f"{tc.seed}-{prog.step}-{micro}-{info.rank}"
+                batch = mix_copy_records(batch, tc, prog.step, draw)
+            batch = [backend.to_device(a) for a in batch]
             # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only
             with distributed.gradient_sync(wrapped, micro == accum - 1):
                 with backend.autocast():

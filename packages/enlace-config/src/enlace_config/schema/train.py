@@ -56,6 +56,16 @@ class TrainConfig(StrictModel):
     """Max global gradient norm (0: no clipping)."""
     z_loss_weight: NonNegativeFloat = 1e-4
     """Weight of the z-loss term."""
+    copy_records_share: float = Field(0.0, ge=0, le=1)
+    """data.kind bytes: share of the training rows replaced by synthetic copy records («qwhfk|qwhfk»,
+    enlace_data/copy_records.py) at step 0, falling linearly to none at copy_records_steps. Dense
+    copy signal early in pretraining, so that a small base forms the attention that copies from its
+    context (issue 35); 0: the data as it is."""
+    copy_records_steps: NonNegativeInt = 0
+    """Step at which the copy records' share has fallen to zero (see copy_records_share)."""
+    copy_records_source: Literal["letters", "text"] = "letters"
+    """What the copy records copy: 5-8 random letters, or 10-20-byte spans of the row's own text
+    (natural text: several bytes, not one, tell where a span stands)."""
     log_every: PositiveInt = 10
     """Steps between log lines / metrics rows."""
     eval_every: PositiveInt = 100
