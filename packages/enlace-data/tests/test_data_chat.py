@@ -216,8 +216,15 @@ def test_memory_conversations_only_when_the_memory_tools_are_offered() -> None:
     )  # the answer's last word (the name, the city, the month...) is in a memory it was given
     others = [c for c in convs if c.get("tools") and c not in memory]
     assert others and all(c["tools"] == [SEARCH_TOOL] for c in others)
+    remembers = [c for c in memory if "expect" in c]  # what enlace-train's memory fidelity reads
+    assert remembers and all(
+        e in c["messages"][2]["tool_calls"][0]["function"]["arguments"]["texto"]
+        and c["messages"][2]["tool_calls"][0]["function"]["name"] == "recordar"
+        for c in remembers
+        for e in c["expect"]["memory"]
+    )
     for c in convs:
-        normalize_conversation(c, "built-in")
+        assert normalize_conversation(c, "built-in").get("expect") == c.get("expect")
     alone = json.dumps(builtin_conversations("train", 400, tools=[SEARCH_TOOL]), ensure_ascii=False)
     assert "recordar" not in alone and "Hablas con" not in alone
 

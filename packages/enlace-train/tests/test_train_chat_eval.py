@@ -12,7 +12,7 @@ from typing import Any
 
 from enlace_config.schema import ModelConfig
 from enlace_data.chat import normalize_conversation, render
-from enlace_data.chat.builtin import builtin_conversations
+from enlace_data.chat.builtin import SEARCH_TOOL, builtin_conversations
 from enlace_data.tokenizer import ByteTokenizer
 from enlace_data.tokenizer.special_tokens import IM_END
 from enlace_model import build_model, save_model
@@ -22,10 +22,10 @@ TOK = ByteTokenizer()
 CONVS = [normalize_conversation(c, "built-in") for c in builtin_conversations("val", 120)]
 
 
-def _references() -> dict[tuple[int, ...], str]:
+def _references(convs: list[dict[str, Any]]) -> dict[tuple[int, ...], str]:
     """Each assistant turn's prompt (ids) -> the reference reply's text."""
     out: dict[tuple[int, ...], str] = {}
-    for c in CONVS:
+    for c in convs:
         for i, m in enumerate(c["messages"]):
             if m["role"] == "assistant":
                 prompt = render(
@@ -47,7 +47,7 @@ def _text(ids: list[int]) -> str:
     )
 
 
-REFERENCES = _references()
+REFERENCES = _references(CONVS)
 
 
 def scripted(edit=lambda text: text):
@@ -163,3 +163,59 @@ def test_eval_chat_cli_on_a_checkpoint_and_a_data_file(tmp_path) -> None:
     assert row["chat_eval_conversations"] == 6 and "chat_argument_fidelity" in row
     bad = _eval_chat(str(checkpoint), str(tmp_path / "missing"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+# The memory measures need the conversations a known person gets: every tool offered.
+MEMORY_TOOLS = [
+    SEARCH_TOOL,
+    *(
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+        for name in ("recordar", "olvidar")
+    ),
+]
+MEMORY_CONVS = [
+    normalize_conversation(c, "built-in")
+    for c in builtin_conversations("val", 160, tools=MEMORY_TOOLS)
+]
+
+
+def measure_memory(edit=lambda text: text) -> Any:
+    references = _references(MEMORY_CONVS)
+
+    def reply(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+        return [render_reply(edit(references[tuple(p)])) for p in prompts]
+
+    return evaluate_conversations(
+        MEMORY_CONVS, TOK, reply, context_length=4096, conversations=160, max_tokens=200
+    )
+
+
+def test_the_reference_memory_calls_keep_the_fact_and_write_nothing_else() -> None:
+    r = measure_memory()
+    assert r.memory_prompts >= 5
+    assert (r.memory_fidelity, r.spurious_memory_writes) == (1.0, 0.0)
+
+
+def test_a_remembered_sentence_with_another_name_scores_no_memory_fidelity() -> None:
+    """«Mi hijo se llama Callen» for «mi hija se llama Lucía»: a well-formed `recordar` call with
+    the fact's shape and an invented value (what the CPU model did through llama-server)."""
+
+    def other_fact(text: str) -> str:
+        if '"recordar"' not in text:
+            return text
+        return re.sub(r'"texto": "[^"]*"', '"texto": "Mi hijo se llama Callen"', text)
+
+    r = measure_memory(other_fact)
+    assert r.tool_call == 1.0 and r.memory_fidelity == 0.0 and r.spurious_memory_writes == 0.0
+
+
+def test_remembering_instead_of_searching_counts_as_a_spurious_memory_write() -> None:
+    """A weather question answered with a well-formed `recordar` call: a false fact in the
+    family's memory, as the CPU model did asked for Zaragoza's weather."""
+    call = (
+        '<tool_call>\n{"name": "recordar", "arguments": {"texto": "Mi cumpleaños es el 11 de '
+        'septiembre"}}\n</tool_call>'
+    )
+    r = measure_memory(lambda t: call if "buscar_en_internet" in t else t)
+    assert r.memory_fidelity == 1.0
+    assert r.spurious_memory_writes is not None and 0.1 < r.spurious_memory_writes < 1.0

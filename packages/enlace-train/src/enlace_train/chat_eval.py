@@ -21,7 +21,13 @@ states. Values are compared without accents or case, as whole words. The measure
 - grounded: among replies after a tool result with `expect.answer`, the share that state every
   fact of the result and call no tool;
 - invention: among replies after a tool result, the share stating a fact-shaped value (a number,
-  or a name of enlace_data.chat.builtin.FACT_NAMES) that neither the result nor the question gave.
+  or a name of enlace_data.chat.builtin.FACT_NAMES) that neither the result nor the question gave;
+- memory_fidelity: among first replies whose reference calls `recordar` with `expect.memory`
+  (the fact's values: a name, a day, an allergy), the share whose call is such a call and whose
+  text names every value: the memory keeps what the person said, not a sentence of its shape;
+- spurious_memory_writes: among first replies whose reference does not call `recordar` (a
+  search, a greeting, a question a memory answers), the share that call it: a false fact written
+  into the family's memory.
 A model that learned the format but not the content scores tool_call 100 % and fidelity 0.
 """
 
@@ -37,12 +43,23 @@ from typing import Any
 import torch
 from enlace_config.schema.data import DataConfig
 from enlace_config.schema.run import RunConfig
+from enlace_data.chat.builtin import REMEMBER_TOOL_NAME
 
 from enlace_train.metrics import log
 
 # (prompts, max new tokens) -> each reply's ids, the stop token excluded: a reply as long as the
 # limit did not end its turn.
 Replier = Callable[[list[list[int]], int], list[list[int]]]
+TALLIES = (
+    "tool",
+    "fidelity",
+    "spurious",
+    "no_search",
+    "grounded",
+    "invention",
+    "memory",
+    "memory_writes",
+)
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 
 
@@ -75,6 +92,9 @@ class ChatEval:
     grounded: float | None
     result_prompts: int
     invention: float | None
+    memory_prompts: int
+    memory_fidelity: float | None
+    spurious_memory_writes: float | None
 
     def row(self) -> dict[str, Any]:
         """The metrics.jsonl fields (chat_*)."""
@@ -86,6 +106,8 @@ class ChatEval:
             "chat_no_search_calls": self.no_search_calls,
             "chat_grounded": self.grounded,
             "chat_invention": self.invention,
+            "chat_memory_fidelity": self.memory_fidelity,
+            "chat_spurious_memory_writes": self.spurious_memory_writes,
             "chat_eval_conversations": self.conversations,
             "chat_eval_replies": self.replies,
             "chat_tool_prompts": self.tool_prompts,
@@ -93,6 +115,7 @@ class ChatEval:
             "chat_no_search_prompts": self.no_search_prompts,
             "chat_grounded_prompts": self.grounded_prompts,
             "chat_result_prompts": self.result_prompts,
+            "chat_memory_prompts": self.memory_prompts,
         }
 
     def line(self) -> str:
@@ -107,7 +130,8 @@ class ChatEval:
             f"{pct(self.argument_fidelity)} of {self.fidelity_prompts} | grounded "
             f"{pct(self.grounded)} of {self.grounded_prompts} | invented {pct(self.invention)} | "
             f"spurious calls {pct(self.spurious_calls)} (no-search {pct(self.no_search_calls)} of "
-            f"{self.no_search_prompts})"
+            f"{self.no_search_prompts}) | memory {pct(self.memory_fidelity)} of "
+            f"{self.memory_prompts} | spurious memory writes {pct(self.spurious_memory_writes)}"
         )
 
 
@@ -163,7 +187,8 @@ def cases(
         if len(prompt) <= room:
             calls = messages[first]["tool_calls"]
             tool = calls[0]["function"]["name"] if calls else None
-            entities = tuple(expect.get("query", ())) if tool else ()
+            key = "memory" if tool == REMEMBER_TOOL_NAME else "query"
+            entities = tuple(expect.get(key, ())) if tool else ()
             out.append(Case(prompt, True, tool, bool(tools), entities, (), ""))
             found = True
         after = _after_result(messages)
@@ -203,18 +228,18 @@ def score(
     from enlace_data.chat import parse_tool_calls
 
     ended = [len(r) < limit for r in replies]  # the stop token is not returned
-    tally: dict[str, list[bool]] = {
-        k: [] for k in ("tool", "fidelity", "spurious", "no_search", "grounded", "invention")
-    }
+    tally: dict[str, list[bool]] = {k: [] for k in TALLIES}
     for case, reply, end in zip(case_list, replies, ended, strict=True):
         calls = parse_tool_calls(reply, tokenizer)
+        if case.first and case.tool != REMEMBER_TOOL_NAME:
+            tally["memory_writes"].append(any(c.name == REMEMBER_TOOL_NAME for c in calls or ()))
         if case.first and case.tool is not None:
             ok = end and calls and calls[0].name == case.tool
             call = calls[0] if ok and calls else None
             tally["tool"].append(call is not None)
             if case.entities:
                 query = " ".join(str(v) for v in call.arguments.values()) if call else ""
-                tally["fidelity"].append(
+                tally["memory" if case.tool == REMEMBER_TOOL_NAME else "fidelity"].append(
                     call is not None and all(states(query, e) for e in case.entities)
                 )
         elif case.first:
@@ -246,6 +271,9 @@ def score(
         grounded=share("grounded"),
         result_prompts=len(tally["invention"]),
         invention=share("invention"),
+        memory_prompts=len(tally["memory"]),
+        memory_fidelity=share("memory"),
+        spurious_memory_writes=share("memory_writes"),
     )
 
 

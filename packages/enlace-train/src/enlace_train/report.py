@@ -39,6 +39,8 @@ CHAT = {
     "chat_invention": "invention",
     "chat_spurious_calls": "spurious calls",
     "chat_no_search_calls": "calls on no-search prompts",
+    "chat_memory_fidelity": "memory fidelity",
+    "chat_spurious_memory_writes": "spurious memory writes",
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -381,9 +382,10 @@ MEMORY_FACTS = (
 )  # fmt: skip
 
 
-def _memory_fact(rng: random.Random, val: bool) -> tuple[str, str, str]:
-    """A fact of the family (its words, the later question, the answer), its values drawn at
-    random (names invented as for the searches), so only the memory can answer it."""
+def _memory_fact(rng: random.Random, val: bool) -> tuple[str, str, str, list[str]]:
+    """A fact of the family (its words, the later question, the answer, and the values its words
+    carry: what a `recordar` call must keep), its values drawn at random (names invented as for
+    the searches), so only the memory can answer it."""
     said, question, answer = rng.choice(MEMORY_FACTS)
     values = {
         "name": _pick(rng, PEOPLE, val, _invented),
@@ -394,7 +396,8 @@ def _memory_fact(rng: random.Random, val: bool) -> tuple[str, str, str]:
         "month": rng.choice(MONTHS),
         "pet": rng.choice(PETS),
     }
-    return said.format(**values), question.format(**values), answer.format(**values)
+    entities = [values[key] for key in re.findall(r"{(\w+)}", said)]
+    return said.format(**values), question.format(**values), answer.format(**values), entities
 
 
 def _memory_conversation(
@@ -406,7 +409,7 @@ def _memory_conversation(
     person = rng.choice(_split(PEOPLE, val))
     facts = [_memory_fact(rng, val) for _ in range(rng.randint(0, 3))]
     kind = rng.randrange(3) if facts else 0
-    said, question, answer = _memory_fact(rng, val) if kind == 0 else rng.choice(facts)
+    said, question, answer, entities = _memory_fact(rng, val) if kind == 0 else rng.choice(facts)
     family = rng.random() < 0.3
     if facts:
         lines = [
@@ -439,7 +442,10 @@ def _memory_conversation(
         turns = _tool_turns(ask.format(said), FORGET_TOOL_NAME, {"recuerdo": text}, result, reply)
     else:  # use
         turns = _qa(question, answer)
-    return {"messages": [{"role": "system", "content": system}, *turns], "tools": tools}
+    conv = {"messages": [{"role": "system", "content": system}, *turns], "tools": tools}
+    if kind == 0:  # what the call must carry (enlace-train's memory fidelity)
+        conv["expect"] = {"memory": entities}
+    return conv
 
 
 # ----------------------------------------------------------------------------- shopping list

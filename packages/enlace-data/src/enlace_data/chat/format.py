@@ -269,14 +269,16 @@ def normalize_conversation(record: Any, where: str) -> dict[str, Any]:
     return out
 
 
-EXPECT_KEYS = ("query", "answer")
+EXPECT_KEYS = ("query", "answer", "memory")
 
 
 def _normalize_expect(expect: Any, where: str) -> dict[str, list[str]]:
-    """A conversation's optional `expect` ({"query": [...], "answer": [...]}, lists of strings):
+    """A conversation's optional `expect` ({"query": [...], "answer": [...], "memory": [...]}):
     what the chat evaluation checks. `query`: the key entities (city, team, day...) the first
     assistant turn's tool call must carry in its arguments; `answer`: the facts (a number, a
-    time, a name) the first assistant turn after a tool result must state. Never rendered."""
+    time, a name) the first assistant turn after a tool result must state; `memory`: the values
+    of a fact (a name, a day, an allergy) the first assistant turn's `recordar` call must keep.
+    Never rendered."""
     if expect is None:
         return {}
     if not isinstance(expect, Mapping) or set(expect) - set(EXPECT_KEYS):
