@@ -144,3 +144,24 @@ def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
     assert records(25) == records(25) and records(25) != records(25, draw="b")
     unchanged = mix_copy_records((x, y), tc, 60, "a")
     assert unchanged[0] is x  # after the records' steps the batch is passed through as it is
+
+
+def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None:
+    """copy_records_letters: 4 letters give rows of «abca|abca» records over «abcd» alone;
+    copy_records_source text: records copy spans of the row's own text."""
+    import numpy as np
+    from enlace_config.schema import TrainConfig
+    from enlace_train.trainer import mix_copy_records
+
+    text = np.frombuffer(b"En un lugar de la Mancha, " * 40, dtype=np.uint8).astype(np.int64)
+    x, y = text[None, :128].repeat(4, 0), text[None, 1:129].repeat(4, 0)
+    common = {"max_steps": 10, "global_batch_size": 4, "lr": 1e-3, "copy_records_share": 1.0,
+              "copy_records_steps": 10}  # fmt: skip
+    few = TrainConfig(**common, copy_records_letters=4)
+    rows = [bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), few, 0, "a")[0]]
+    assert all(set(r) <= set(b"abcd|\n") for r in rows), rows
+    spans = TrainConfig(**common, copy_records_source="text")
+    rows = [bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), spans, 0, "a")[0]]
+    for r in rows:
+        first, copy = r.split(b"\n")[0].split(b"|")
+        assert first == copy and first in bytes(text.astype(np.uint8)), r

@@ -25,17 +25,17 @@ MIN_TEXT, MAX_TEXT = 10, 20  # bytes of a text span: one byte seldom identifies 
 
 
 def copy_record_row(
-    rng: random.Random, length: int, text: bytes | None = None
+    rng: random.Random, length: int, text: bytes | None = None, letters: str = LETTERS
 ) -> tuple[bytes, list[tuple[int, int]]]:
     """`length` bytes of records «A|A\\n» and the byte spans [start, end) of the copies that end
-    inside the row (the last record may be cut). A: 5-8 random letters, or with `text` the next
+    inside the row (the last record may be cut). A: 5-8 random `letters`, or with `text` the next
     10-20 bytes of it (natural text, where a copy must match several bytes, not one, to find its
     place: what copying a sentence or a name needs)."""
     row, spans, offset = bytearray(), [], 0
     while len(row) < length:
         if text is None:
             n = rng.randint(MIN_LETTERS, MAX_LETTERS)
-            a = "".join(rng.choice(LETTERS) for _ in range(n)).encode()
+            a = "".join(rng.choice(letters) for _ in range(n)).encode()
         else:
             n = rng.randint(MIN_TEXT, MAX_TEXT)
             a, offset = text[offset : offset + n], (offset + n) % max(len(text) - n, 1)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from enlace_config import ResolvedConfig
 from enlace_config.schema import RunConfig, TrainConfig
-from enlace_data.copy_records import copy_record_row
+from enlace_data.copy_records import LETTERS, copy_record_row
 from enlace_data.loader import build_loader, eval_batches, split_bytes_per_token
 from enlace_data.stream import StreamLoader
 from enlace_model import Transformer, build_model, count_parameters, flops_per_token
@@ -181,7 +181,8 @@ def mix_copy_records(
     for r in range(x.shape[0]):
         if rng.random() < share:
             text = bytes(x[r].astype(np.uint8)) if tc.copy_records_source == "text" else None
-            row, _ = copy_record_row(rng, x.shape[1] + 1, text)
+            letters = LETTERS[: tc.copy_records_letters]
+            row, _ = copy_record_row(rng, x.shape[1] + 1, text, letters)
             ids = np.frombuffer(row, dtype=np.uint8)
             x[r], y[r] = ids[:-1], ids[1:]
     return x, y

@@ -63,6 +63,10 @@ class TrainConfig(StrictModel):
     context (issue 35); 0: the data as it is."""
     copy_records_steps: NonNegativeInt = 0
     """Step at which the copy records' share has fallen to zero (see copy_records_share)."""
+    copy_records_letters: int = Field(32, ge=2, le=32)
+    """copy_records_source letters: how many letters of the alphabet (enlace_data/copy_records.py)
+    the records draw from. With few, one letter does not tell where a copy stands (it occurs
+    several times nearby), so the model must learn to match several bytes, as natural text needs."""
     copy_records_source: Literal["letters", "text"] = "letters"
     """What the copy records copy: 5-8 random letters, or 10-20-byte spans of the row's own text
     (natural text: several bytes, not one, tell where a span stands)."""
