@@ -97,18 +97,33 @@ def texts() -> dict[str, str]:
     }
 
 
-def make_run(root: Path, tok: Tokenizer | ByteTokenizer, text: str) -> tuple[torch.nn.Module, Path]:
+# The attention layouts a run can choose (issue 35), each exported and checked the same way: q/k-norm
+# with gains from 1 (GGUF qwen3), q/k-norm with gains from 3 (qwen3, the gains in its norm weights),
+# no q/k-norm (GGUF llama, q/k rows permuted to interleaved pairs).
+LAYOUTS: dict[str, dict[str, object]] = {
+    "bytes-gain3": {"qk_norm_gain_init": 3.0},
+    "bytes-llama": {"qk_norm": False},
+}
+KINDS = ["sp", "bytes", *LAYOUTS]
+
+
+def make_run(
+    root: Path, tok: Tokenizer | ByteTokenizer, text: str, **overrides: object
+) -> tuple[torch.nn.Module, Path]:
     """A tiny model trained for a few hundred steps on `text` (a random model's near-flat logits
     would measure quantization noise, not what a served model sees), saved with its tokenizer and,
     for SentencePiece, a chat template."""
-    cfg = ModelConfig(
-        vocab_size=tok.vocab_size,
-        context_length=256,
-        d_model=64,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        ffn_hidden=192,
+    cfg = ModelConfig.model_validate(
+        {
+            "vocab_size": tok.vocab_size,
+            "context_length": 256,
+            "d_model": 64,
+            "n_layers": 2,
+            "n_heads": 4,
+            "n_kv_heads": 2,
+            "ffn_hidden": 192,
+            **overrides,
+        }
     )
     torch.manual_seed(0)
     model = build_model(cfg)
@@ -140,16 +155,16 @@ def _one_thread():
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, dict]:
-    """{"sp": ..., "bytes": ...}: the Enlace tokenizer, model, and GGUF files (f32, q8_0)."""
+    """{"sp": ..., "bytes": ..., and the byte model in each of LAYOUTS}: the Enlace tokenizer,
+    model, and GGUF files (f32, q8_0)."""
     print(f"texts: {', '.join(texts())}")  # shown by the stage's -rP
     lines = [ln for ln in next(iter(texts().values())).splitlines() if ln.strip()]
     out: dict[str, dict] = {}
-    for kind, tok in (
-        ("sp", train_tokenizer(lines, vocab_size=2000)),
-        ("bytes", ByteTokenizer()),
-    ):
+    tokenizers = {"sp": train_tokenizer(lines, vocab_size=2000), "bytes": ByteTokenizer()}
+    for kind in KINDS:
+        tok = tokenizers.get(kind, tokenizers["bytes"])
         root = tmp_path_factory.mktemp(kind)
-        model, run = make_run(root / "run", tok, "\n".join(lines[:3000]))
+        model, run = make_run(root / "run", tok, "\n".join(lines[:3000]), **LAYOUTS.get(kind, {}))
         files = {t: export_gguf(run, root / f"{t}.gguf", outtype=t) for t in ("f32", "q8_0")}
         out[kind] = {"tok": tok, "model": model, "files": files}
     return out
@@ -200,11 +215,12 @@ def book_tokens(tok, n: int) -> list[int]:
     return tok.encode(text[20000:40000])[:n]
 
 
-@pytest.mark.parametrize("kind", ["sp", "bytes"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_f32_logits_and_greedy_generation(models, kind):
     m = models[kind]
     prompt = book_tokens(m["tok"], 128)
     llm = load(m["files"]["f32"])
+    assert llm.metadata["general.architecture"] == ("llama" if kind == "bytes-llama" else "qwen3")
     llm.eval(prompt)
     got = torch.from_numpy(llm.scores[: len(prompt)].copy())
     with torch.no_grad():
@@ -224,7 +240,7 @@ def test_f32_logits_and_greedy_generation(models, kind):
     assert ours == enlace
 
 
-@pytest.mark.parametrize("kind", ["sp", "bytes"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_q8_0_top1_agreement(models, kind):
     m = models[kind]
     prompt = book_tokens(m["tok"], 256)
