@@ -44,8 +44,9 @@ def hf_logits(folder: Path, idx: torch.Tensor) -> torch.Tensor:
         ({"tie_embeddings": False}, "Qwen3ForCausalLM"),
         ({"n_kv_heads": 1, "qk_norm": False}, "LlamaForCausalLM"),
         ({"qk_norm": False, "tie_embeddings": False, "n_kv_heads": 4}, "LlamaForCausalLM"),
+        ({"qk_norm_gain_init": 3.0}, "Qwen3ForCausalLM"),
     ],
-    ids=["qwen3-gqa-tied", "qwen3-gqa-untied", "llama-mqa-tied", "llama-mha-untied"],
+    ids=["qwen3-gqa-tied", "qwen3-gqa-untied", "llama-mqa-tied", "llama-mha-untied", "qwen3-gain3"],
 )
 @pytest.mark.filterwarnings("ignore:.*no tokenizer files")
 def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norms, overrides, arch):
@@ -61,8 +62,9 @@ def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norm
     with torch.no_grad():
         want = model(idx).logits
     torch.testing.assert_close(hf_logits(out, idx), want, rtol=1e-5, atol=1e-5)
-    # ... and the folder loads back into Enlace, same config, same logits.
-    assert config_from_hf(out / "config.json") == cfg
+    # ... and the folder loads back into Enlace, same config, same logits (the q/k gains' initial
+    # value is how training started, not part of the network: the weights carry the gains).
+    assert config_from_hf(out / "config.json") == cfg.model_copy(update={"qk_norm_gain_init": 1.0})
     with torch.no_grad():
         torch.testing.assert_close(load_model(out)(idx).logits, want, rtol=0, atol=0)
 
