@@ -30,7 +30,8 @@ uv run enlace-train configs/runs/sft-cpu.yaml "train.init_from=$runs/smoke-cpu" 
   "data.path=$runs/chat-data" "run.out_dir=$runs/sft-cpu"
 echo "base + chat fine-tuning: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
 # The last chat evaluation: turn endings, tool calls, argument fidelity, grounded answers, invention,
-# spurious calls (enlace_train/chat_eval.py; `enlace-train eval-chat` takes them for any checkpoint).
+# spurious calls, memory fidelity, spurious memory writes (enlace_train/chat_eval.py; `enlace-train
+# eval-chat` takes them for any checkpoint).
 grep ' | chat: ' "$runs/sft-cpu/train.log" | tail -1
 [ "$chat" -eq 1 ] || exit 0
 exec uv run enlace-train chat "$runs/sft-cpu" "$@"
