@@ -30,7 +30,7 @@ class ModelConfig(StrictModel):
     """RMSNorm epsilon."""
     qk_norm: bool = True
     """RMSNorm over q and k per head, before the rotation."""
-    qk_norm_gain_init: PositiveFloat = Field(1.0, le=100)
+    qk_norm_gain_init: PositiveFloat = Field(default=1.0, le=100)
     """qk_norm: initial value of the q and k norms' gains. With gains g every attention logit is
     bounded by g² √head_dim: at 1 (√32 ≈ 5.7) attention is too flat to pick one position out of a
     hundred, and a small model cannot copy until the gains grow (issue 35). The gains are the

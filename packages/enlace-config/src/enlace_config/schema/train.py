@@ -56,14 +56,14 @@ class TrainConfig(StrictModel):
     """Max global gradient norm (0: no clipping)."""
     z_loss_weight: NonNegativeFloat = 1e-4
     """Weight of the z-loss term."""
-    copy_records_share: float = Field(0.0, ge=0, le=1)
+    copy_records_share: float = Field(default=0.0, ge=0, le=1)
     """data.kind bytes: share of the training rows replaced by synthetic copy records («qwhfk|qwhfk»,
     enlace_data/copy_records.py) at step 0, falling linearly to none at copy_records_steps. Dense
     copy signal early in pretraining, so that a small base forms the attention that copies from its
     context (issue 35); 0: the data as it is."""
     copy_records_steps: NonNegativeInt = 0
     """Step at which the copy records' share has fallen to zero (see copy_records_share)."""
-    copy_records_letters: int = Field(32, ge=2, le=32)
+    copy_records_letters: int = Field(default=32, ge=2, le=32)
     """copy_records_source letters: how many letters of the alphabet (enlace_data/copy_records.py)
     the records draw from. With few, one letter does not tell where a copy stands (it occurs
     several times nearby), so the model must learn to match several bytes, as natural text needs."""
