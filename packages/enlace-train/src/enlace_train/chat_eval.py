@@ -41,9 +41,9 @@ from functools import cache
 from typing import Any
 
 import torch
+from enlace_config.contracts import REMEMBER_TOOL_NAME
 from enlace_config.schema.data import DataConfig
 from enlace_config.schema.run import RunConfig
-from enlace_data.chat.builtin import REMEMBER_TOOL_NAME
 
 from enlace_train.metrics import log
 
