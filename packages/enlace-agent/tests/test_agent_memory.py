@@ -301,6 +301,138 @@ def test_forget_by_number_or_words_and_never_anothers(
     assert memories.list("Ana") == []
 
 
+# ---------------------------------------------------------------- the person decides (issue 37)
+WEATHER = "¿Qué tiempo hará mañana en Zaragoza?"
+INVENTED = "Ana cumple años el 3 de mayo"  # what the CPU model invented, asked the weather
+
+
+def test_a_memory_no_one_asked_for_is_only_proposed_never_kept(
+    family_assistant: Callable[..., tuple[Assistant, MemoryStore]], model_server: Any
+) -> None:
+    assistant, memories = family_assistant()
+    model_server.script = [
+        model_server.call("recordar", {"texto": INVENTED}),
+        model_server.say("Mañana hará sol en Zaragoza."),
+    ]
+    events = run(assistant, WEATHER, MemoryView(memories, "Ana"))
+    assert memories.list("Ana") == []  # nothing kept on the model's word alone
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert finished.ok and finished.notice is None
+    assert finished.to_dict()["proposal"] == {
+        "action": "recordar",
+        "question": "¿Lo recuerdo?",
+        "text": INVENTED,
+        "scope": "personal",
+        "memory_id": None,
+    }
+    told = model_server.bodies[1]["messages"][-1]["content"]
+    assert told.startswith("No guardado") and "Ana" in told  # the model knows it is not kept
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Recuerda que Ana cumple años el 3 de mayo",
+        "apúntalo: Ana cumple años el 3 de mayo",
+        "No olvides que Ana cumple años el 3 de mayo",
+        "Acuérdate de que Ana cumple años el 3 de mayo",
+        "Guarda esto, porfa: Ana cumple años el 3 de mayo",
+        "ANOTA que Ana cumple años el 3 de mayo",
+    ],
+)
+def test_a_memory_the_person_asked_for_is_kept(
+    family_assistant: Callable[..., tuple[Assistant, MemoryStore]],
+    model_server: Any,
+    question: str,
+) -> None:
+    assistant, memories = family_assistant()
+    model_server.script = [
+        model_server.call("recordar", {"texto": INVENTED}),
+        model_server.say("Vale."),
+    ]
+    events = run(assistant, question, MemoryView(memories, "Ana"))
+    assert texts(memories.list("Ana")) == [INVENTED]
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert finished.proposal is None and finished.notice == f"Recordaré: «{INVENTED}»"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [WEATHER, "¿Recuerdas cuándo es el cumpleaños de Ana?", "¿Qué recuerdas de mí?"],
+)
+def test_what_asks_to_remember_is_named_in_the_settings(question: str) -> None:
+    from enlace_agent.tools.memory import asks
+
+    words = AssistantConfig().memory.remember_words
+    assert not asks(question, words)
+    assert asks("Recuérdame que Ana cumple años", words)
+    assert asks("Ana cumple años el 3 de mayo, ¡apunta!", words)
+    assert not asks("Recuerda que Ana cumple años", ["apunta"])  # the settings' list, only
+    with pytest.raises(ValueError, match="remember_words"):  # a blank one would say yes to all
+        AssistantConfig.model_validate({"memory": {"remember_words": ["recuerda", " "]}})
+
+
+def test_olvidar_unasked_deletes_nothing_and_proposes(
+    family_assistant: Callable[..., tuple[Assistant, MemoryStore]], model_server: Any
+) -> None:
+    assistant, memories = family_assistant()
+    soria, _ = memories.add("Ana", "La abuela vive en Soria", "familia", source="page")
+    model_server.script = [
+        model_server.call("olvidar", {"recuerdo": "1"}),
+        model_server.say("La abuela vive en Soria."),
+    ]
+    events = run(assistant, "¿Dónde vive la abuela?", MemoryView(memories, "Ana"))
+    assert texts(memories.list("Ana")) == ["La abuela vive en Soria"]
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert finished.to_dict()["proposal"] == {
+        "action": "olvidar",
+        "question": "¿Lo olvido?",
+        "text": "La abuela vive en Soria",
+        "scope": "familia",
+        "memory_id": soria.id,
+    }
+    assert model_server.bodies[1]["messages"][-1]["content"].startswith("No borrado")
+
+
+def test_the_terminal_asks_before_keeping_a_memory_no_one_asked_for(
+    in_process: Callable[..., Any], model_server: Any, tmp_path: Path, assistant_files: Any
+) -> None:
+    config = json.loads(assistant_files["assistant"].read_text())
+    config["web"] = {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]}
+    assistant_files["assistant"].write_text(json.dumps(config))
+    base = ("--config", str(assistant_files["assistant"]), "--person", "Ana", "--once", WEATHER)
+    listed = ("memory", "list", "Ana", "--json", "--config", str(assistant_files["assistant"]))
+    spurious = [model_server.call("recordar", {"texto": INVENTED}), model_server.say("Sol.")]
+    model_server.script = list(spurious)
+    said_no = in_process(assistant_main, *base, stdin="no\n")
+    assert said_no.returncode == 0 and f"¿Lo recuerdo? «{INVENTED}»" in said_no.stderr
+    assert "No lo guardo." in said_no.stderr
+    assert json.loads(in_process(assistant_main, *listed).stdout)["memories"] == []
+    model_server.script = list(spurious)
+    silent = in_process(assistant_main, *base)  # no answer (end of input): nothing kept
+    assert silent.returncode == 0 and "No lo guardo." in silent.stderr
+    assert json.loads(in_process(assistant_main, *listed).stdout)["memories"] == []
+    model_server.script = list(spurious)
+    said_yes = in_process(assistant_main, *base, stdin="sí\n")
+    assert said_yes.returncode == 0 and "Recuerdo guardado." in said_yes.stderr
+    kept = json.loads(in_process(assistant_main, *listed).stdout)["memories"]
+    assert [m["text"] for m in kept] == [INVENTED]
+    model_server.script = [
+        model_server.call("olvidar", {"recuerdo": "1"}),
+        model_server.say("Sol."),
+    ]
+    kept_it = in_process(assistant_main, *base, stdin="n\n")
+    assert f"¿Lo olvido? «{INVENTED}»" in kept_it.stderr and "No lo olvido." in kept_it.stderr
+    assert len(json.loads(in_process(assistant_main, *listed).stdout)["memories"]) == 1
+    model_server.script = [
+        model_server.call("olvidar", {"recuerdo": "1"}),
+        model_server.say("Sol."),
+    ]
+    forgot = in_process(assistant_main, *base, stdin="s\n")
+    assert "Recuerdo olvidado." in forgot.stderr
+    assert json.loads(in_process(assistant_main, *listed).stdout)["memories"] == []
+
+
 def test_the_model_cannot_store_a_secret_and_the_person_is_told(
     family_assistant: Callable[..., tuple[Assistant, MemoryStore]], model_server: Any
 ) -> None:

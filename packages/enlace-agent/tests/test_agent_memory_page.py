@@ -54,6 +54,31 @@ def test_an_answer_records_the_memories_it_used_and_the_page_shows_them(
     assert memories_of(ana)["memories"][0]["last_used"] is not None
 
 
+def test_a_memory_no_one_asked_for_reaches_the_page_as_a_proposal_only(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """Issue 37: asked the weather, the model calls `recordar` with an invented birthday; the
+    page's events carry the proposal («¿Lo recuerdo?») and nothing is kept until the person says
+    yes (the page's «Sí» is the memories API: test_agent_web_browser.py)."""
+    model_server.script = [
+        model_server.call("recordar", {"texto": "Ana cumple años el 3 de mayo"}),
+        model_server.say("Mañana hará sol."),
+    ]
+    page = web_page()
+    ana = page.login("Ana")
+    events = page.events(ana, page.ask(ana, "¿Qué tiempo hará mañana en Zaragoza?"))
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["ok"] and result["notice"] is None
+    assert result["proposal"] == {
+        "action": "recordar",
+        "question": "¿Lo recuerdo?",
+        "text": "Ana cumple años el 3 de mayo",
+        "scope": "personal",
+        "memory_id": None,
+    }
+    assert events[-1]["type"] == "end" and memories_of(ana)["memories"] == []
+
+
 def test_another_persons_memory_is_a_404_by_every_route(
     web_page: Callable[..., Any], model_server: Any
 ) -> None:

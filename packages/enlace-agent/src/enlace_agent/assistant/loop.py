@@ -38,6 +38,7 @@ from enlace_agent.assistant.prompt import memory_block, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
 from enlace_agent.tools import REGISTRY, failed_line, made, prompt_paragraphs, status_line
 from enlace_agent.tools.protocol import (
+    Proposal,
     Services,
     Source,
     Tool,
@@ -101,6 +102,7 @@ class ToolCallFinished:
     sources: tuple[Source, ...]
     error: str | None = None
     notice: str | None = None  # the line for the person (a failed call always has one)
+    proposal: Proposal | None = None  # what the person is asked before it is done
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -212,6 +214,7 @@ class Assistant:
             household=household,
             memory=state.memory,
             numbered=state.recalled,
+            question=user_text,
         )
         offered = [e.prompt for e in REGISTRY if e.name in self.tools and e.prompt]
         content = system_prompt(
@@ -336,6 +339,7 @@ class Assistant:
                     result.sources,
                     result.content if result.error else None,
                     result.notice or (failed_line(call.name) if result.error else None),
+                    result.proposal,
                 )
             state.messages.append(
                 {

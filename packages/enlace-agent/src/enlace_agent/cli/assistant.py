@@ -19,6 +19,7 @@ from enlace_agent.cli.options import add_assistant_options, setup_assistant
 if TYPE_CHECKING:
     from enlace_agent.assistant import Assistant, ModelError
     from enlace_agent.memory import MemoryView
+    from enlace_agent.tools.protocol import Proposal
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ def _ask(
         sys.stdout.flush()
 
     calls: dict[str, dict[str, Any]] = {}
+    proposals: list[Proposal] = []  # asked of the person once the answer is written
     prefix = "Enlace: "
     try:
         for event in assistant.turn(history, question, memory=memory):
@@ -190,9 +192,12 @@ def _ask(
                 if not as_json:
                     sys.stderr.write(f"(usando {preview(f'{event.name} {event.arguments}')})\n")
             elif isinstance(event, ToolCallFinished):
-                calls[event.id].update({k: data[k] for k in ("ok", "provider", "sources", "error")})
+                kept = ("ok", "provider", "sources", "error", "proposal")
+                calls[event.id].update({k: data[k] for k in kept})
                 if event.notice and not as_json:
                     sys.stderr.write(f"({event.notice})\n")
+                if event.proposal is not None:
+                    proposals.append(event.proposal)
             elif isinstance(event, TextDelta) and not as_json:
                 write(prefix + event.text)
                 prefix = ""
@@ -216,6 +221,8 @@ def _ask(
                     write("\nRecordé:\n" + used if used else "")
                     if data["left_out_notice"]:
                         sys.stderr.write(f"({data['left_out_notice']})\n")
+                    if memory is not None:
+                        _put_to_the_person(proposals, memory)
                 if event.stopped in CUT_SHORT:  # an answer, but not a whole one: exit 1, and why
                     fail(redact(_explain_cut(event.stopped, assistant), secrets), EXIT_FAILED)
                     return EXIT_FAILED, list(event.messages)
@@ -226,6 +233,24 @@ def _ask(
 
 
 CUT_SHORT = ("time_budget", "max_answer_chars")
+YES = {"s", "si", "sí", "y", "yes"}
+
+
+def _put_to_the_person(proposals: Sequence[Proposal], memory: MemoryView) -> None:
+    """Asks the person about each thing the model did not do on its own word («¿Lo recuerdo?
+    «…» (s/n)»); only a yes does it. No answer (the end of the input) is a no."""
+    from enlace_agent.tools.memory import accept
+    from enlace_agent.tools.protocol import preview
+
+    for proposal in proposals:
+        sys.stderr.write(f"{proposal.question} «{preview(proposal.text)}» (s/n): ")
+        sys.stderr.flush()
+        try:
+            said = input().strip().casefold()
+        except EOFError:
+            said = ""
+            sys.stderr.write("\n")
+        sys.stderr.write(f"({accept(memory, proposal, said in YES)})\n")
 
 
 def _explain_cut(stopped: str, assistant: Assistant) -> str:

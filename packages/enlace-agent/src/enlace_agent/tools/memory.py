@@ -1,21 +1,29 @@
 """`recordar` and `olvidar`: the model writes and erases one person's memories (or the
 household's) through the person's `MemoryView`, never another's. Their lines in the registry
 (`enlace_agent.tools`) are `REMEMBER` and `FORGET`; their paragraph closes the prompt's memory
-block (`assistant.prompt.memory_block`)."""
+block (`assistant.prompt.memory_block`).
+
+The person decides (issue 37): a call is carried out only when the person's message of that turn
+asks for it (`asks`, with the words of `memory.remember_words` and `memory.forget_words` in
+assistant.yaml). Otherwise nothing is written or erased: the call becomes a `Proposal` the page
+and the terminal put to the person («¿Lo recuerdo? Sí / No»), and `accept` does it on a yes. A
+small model asked the weather may «remember» an invented birthday; it stays a question."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from enlace_config.contracts import FORGET_TOOL_NAME, MEMORY_TOOLS, REMEMBER_TOOL_NAME
 from pydantic import BaseModel, ConfigDict, Field
 
-from enlace_agent.memory.store import Memory, MemoryRefused
+from enlace_agent.memory.store import Memory, MemoryRefused, plain
 from enlace_agent.memory.view import MemoryView
 from enlace_agent.shared import is_number
 from enlace_agent.tools.protocol import (
     BadArguments,
+    Proposal,
     ToolEntry,
     ToolResult,
     TurnContext,
@@ -45,15 +53,39 @@ REMEMBER_SPEC = function_spec(
 FORGET_SPEC = function_spec(FORGET_TOOL_NAME, "Borra un recuerdo.", ForgetArguments)
 
 
+REMEMBER_QUESTION = "¿Lo recuerdo?"
+FORGET_QUESTION = "¿Lo olvido?"
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", plain(text)))
+
+
+def asks(message: str, phrases: Sequence[str]) -> bool:
+    """Whether the person's `message` says one of `phrases` as whole words, capitals and accents
+    aside («Apúntalo» says «apuntalo»; «¿Recuerdas…?» does not say «recuerda»)."""
+    said = f" {_words(message)} "
+    return any(f" {words} " in said for p in phrases if (words := _words(p)))
+
+
 class RememberTool:
     spec = REMEMBER_SPEC
 
-    def __init__(self, view: MemoryView) -> None:
+    def __init__(self, view: MemoryView, asked: bool = True) -> None:
+        """`asked`: the person's message asked to remember (else a call is only proposed)."""
         self.view = view
+        self.asked = asked
 
     def run(self, arguments: str | Mapping[str, Any]) -> ToolResult:
         try:
             args = parse_arguments(RememberArguments, arguments)
+            if not self.asked:  # checked as if kept (a secret is refused, never proposed)
+                text = self.view.memories.clean(args.texto)
+                return ToolResult(
+                    f"No guardado: {self.view.person} no te pidió recordarlo; se le pregunta si "
+                    "quiere guardarlo.",
+                    proposal=Proposal(REMEMBER_TOOL_NAME, REMEMBER_QUESTION, text, args.alcance),
+                )
             memory, new = self.view.remember(args.texto, args.alcance)
         except BadArguments as exc:
             return ToolResult(f"Error: {exc}", error=True)
@@ -70,9 +102,11 @@ class RememberTool:
 class ForgetTool:
     spec = FORGET_SPEC
 
-    def __init__(self, view: MemoryView, numbered: Sequence[Memory]) -> None:
+    def __init__(self, view: MemoryView, numbered: Sequence[Memory], asked: bool = True) -> None:
+        """`asked`: the person's message asked to forget (else a call is only proposed)."""
         self.view = view
         self.numbered = list(numbered)
+        self.asked = asked
 
     def run(self, arguments: str | Mapping[str, Any]) -> ToolResult:
         try:
@@ -84,6 +118,14 @@ class ForgetTool:
             chosen: Memory | None = self.numbered[int(wanted) - 1]
         else:
             chosen = self.view.find(wanted)
+        if chosen is not None and not self.asked:
+            return ToolResult(
+                f"No borrado: {self.view.person} no te pidió olvidarlo; se le pregunta si quiere "
+                "borrarlo.",
+                proposal=Proposal(
+                    FORGET_TOOL_NAME, FORGET_QUESTION, chosen.text, chosen.scope, chosen.id
+                ),
+            )
         forgotten = self.view.forget(chosen.id) if chosen is not None else None
         if forgotten is None:
             return ToolResult(
@@ -92,6 +134,24 @@ class ForgetTool:
                 notice="No he encontrado ese recuerdo para olvidarlo.",
             )
         return ToolResult(f"Olvidado: «{forgotten.text}».", notice=f"Olvidé: «{forgotten.text}»")
+
+
+def accept(view: MemoryView, proposal: Proposal, yes: bool) -> str:
+    """Does what the person said to a `proposal` of `recordar` or `olvidar` (the terminal's; the
+    page's «Sí» goes through its memories API); the line that says what became of it."""
+    if proposal.action == FORGET_TOOL_NAME:
+        if not yes:
+            return "No lo olvido."
+        if proposal.memory_id is None or view.forget(proposal.memory_id) is None:
+            return "Ese recuerdo ya no estaba."
+        return "Recuerdo olvidado."
+    if not yes:
+        return "No lo guardo."
+    try:
+        new = view.remember(proposal.text, proposal.scope or "personal")[1]
+    except MemoryRefused as exc:
+        return str(exc)
+    return "Recuerdo guardado." if new else "Enlace ya lo recordaba."
 
 
 def _memory_of(context: TurnContext) -> MemoryView:
@@ -105,7 +165,9 @@ REMEMBER = ToolEntry(
     REMEMBER_SPEC,
     status="Guardando en la memoria…",
     failed="No se ha podido guardar el recuerdo.",
-    make=lambda context: RememberTool(_memory_of(context)),
+    make=lambda context: RememberTool(
+        _memory_of(context), asks(context.question, context.config.memory.remember_words)
+    ),
     prompt=MEMORY_TOOLS,  # for both: one paragraph speaks of recordar and olvidar
     needs="memory",
 )
@@ -114,6 +176,10 @@ FORGET = ToolEntry(
     FORGET_SPEC,
     status="Borrando de la memoria…",
     failed="No se ha podido borrar el recuerdo.",
-    make=lambda context: ForgetTool(_memory_of(context), context.numbered),
+    make=lambda context: ForgetTool(
+        _memory_of(context),
+        context.numbered,
+        asks(context.question, context.config.memory.forget_words),
+    ),
     needs="memory",
 )

@@ -34,16 +34,31 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Proposal:
+    """What a tool did not do on the model's word alone and asks the person instead (the page's
+    and the terminal's `question` with «Sí / No»): `action` is the tool's name, `text` what it is
+    about, `scope` and `memory_id` what a yes does (`enlace_agent.tools.memory.accept`)."""
+
+    action: str
+    question: str
+    text: str
+    scope: str | None = None
+    memory_id: int | None = None
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """`content` goes to the model; `notice`, when set, is a line for the person (the page shows
     it under the answer, the terminal chat on stderr): without one, a failed call shows its
-    registry line (`enlace_agent.tools`)."""
+    registry line (`enlace_agent.tools`). `proposal`: what the person is asked before it is
+    done."""
 
     content: str
     sources: tuple[Source, ...] = field(default=())
     error: bool = False
     provider: str | None = None
     notice: str | None = None
+    proposal: Proposal | None = None
 
 
 class Tool(Protocol):
@@ -66,7 +81,7 @@ class TurnContext:
     """What a tool may need to be made for one turn: the settings, the shared services, who speaks
     (None: nobody known, the terminal without --person), the household's database (None: not
     open), and that person's memory (when active) with the memories this turn's prompt numbered
-    (`olvidar 3` means the third of them)."""
+    (`olvidar 3` means the third of them), and what the person said this turn."""
 
     config: AssistantConfig
     services: Services = field(default_factory=Services)
@@ -74,6 +89,7 @@ class TurnContext:
     household: Store | None = None
     memory: MemoryView | None = None
     numbered: Sequence[Memory] = ()
+    question: str = ""  # the person's message of this turn (what they asked for)
 
 
 # What a tool needs to be offered: nothing (made once, with the assistant), the household's

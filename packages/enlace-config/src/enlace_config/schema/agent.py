@@ -120,6 +120,8 @@ def _a_name_not_a_key(value: str) -> str:
 
 # The name of an environment variable that holds a secret; a secret pasted here is refused.
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN), AfterValidator(_a_name_not_a_key)]
+# Words a person says (`memory.remember_words`): at least one letter.
+Words = Annotated[str, Field(pattern=r"[^\W\d_]")]
 # A host name or IPv4 address, or an IPv6 one in brackets, with an optional port: a Host header.
 HOST_NAME_PATTERN = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:[0-9]{1,5})?$"
 
@@ -306,6 +308,41 @@ class MemoryConfig(StrictModel):
     """Longest memory accepted (one short statement; a longer one is refused in Spanish)."""
     min_term_chars: int = Field(default=3, ge=1, le=20)
     """Words of a question shorter than this do not count when ranking memories by relevance."""
+    remember_words: list[Words] = Field(
+        default_factory=lambda: [
+            "recuerda",
+            "recuérdalo",
+            "recuérdame",
+            "acuérdate",
+            "apunta",
+            "apúntalo",
+            "anota",
+            "anótalo",
+            "no olvides",
+            "no te olvides",
+            "que no se te olvide",
+            "guarda",
+            "guárdalo",
+            "memoriza",
+        ]
+    )
+    """What a person says to ask Enlace to remember something. The model's `recordar` keeps a
+    memory only when the person's message of that turn says one of these (whole words; capitals
+    and accents do not matter: «¿Recuerdas…?» is not «recuerda»); otherwise nothing is kept and
+    the page and the terminal ask the person («¿Lo recuerdo? Sí / No»)."""
+    forget_words: list[Words] = Field(
+        default_factory=lambda: [
+            "olvida",
+            "olvídalo",
+            "olvídate",
+            "deja de recordar",
+            "ya no recuerdes",
+            "borra el recuerdo",
+            "borra ese recuerdo",
+        ]
+    )
+    """The same for the model's `olvidar`: it deletes a memory only when the person's message
+    says one of these; otherwise the person is asked («¿Lo olvido? Sí / No»)."""
     secret_envs: list[EnvName] = Field(default_factory=lambda: [])
     """More environment variables whose values are never stored in a memory, beyond the ones the
     configuration already names (api_key_env, each person's token_env, the snapshot passphrase
