@@ -662,3 +662,56 @@ def test_the_memory_list_loads_more_on_demand_and_says_who_changed_one(
     tab.locator("#memory-mine .memory-text", has_text="Nota 0").wait_for()
     assert memory_items(tab, "mine") == ["Nota 3", "Nota 2", "Nota 1", "Nota 0"]
     assert more.is_hidden() and tab.locator("#memory .empty").count() == 0
+
+
+def test_a_memory_no_one_asked_for_is_a_question_on_the_page(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """Issue 37: asked the weather, the model calls `recordar` with an invented birthday; the
+    answer asks «¿Lo recuerdo? «…»» and nothing is kept until «Sí»; «No» keeps nothing; an
+    `olvidar` no one asked for is asked the same way («¿Lo olvido?»)."""
+    invented = "Ana cumple años el 3 de mayo"
+    model_server.script = [
+        model_server.call("recordar", {"texto": invented}),
+        model_server.say("Mañana hará sol."),
+        model_server.call("recordar", {"texto": "Ana vive en Marte"}),
+        model_server.say("Hará frío."),
+        model_server.call("olvidar", {"recuerdo": invented}),
+        model_server.say("Es el 3 de mayo."),
+    ]
+    page = web_page()
+    api = page.login("Ana")
+    sign_in(tab, page.base)
+
+    def listed() -> list[str]:
+        return [m["text"] for m in api.get("/api/memories").json()["memories"]]
+
+    send(tab, "¿Qué tiempo hará mañana en Zaragoza?")
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".text", has_text="Mañana hará sol.").wait_for()
+    tab.locator("#send:enabled").wait_for()
+    proposal = answer.locator(".proposal")
+    assert proposal.inner_text().startswith(f"¿Lo recuerdo? «{invented}»")
+    assert listed() == []  # nothing kept while the person has not answered
+    proposal.get_by_role("button", name="Sí", exact=True).click()
+    proposal.get_by_text("Recuerdo guardado.").wait_for()
+    assert listed() == [invented]
+
+    send(tab, "¿Y pasado mañana?")
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".text", has_text="Hará frío.").wait_for()
+    tab.locator("#send:enabled").wait_for()
+    answer.locator(".proposal").get_by_role("button", name="No", exact=True).click()
+    answer.locator(".proposal").wait_for(state="detached")
+    assert listed() == [invented]
+
+    send(tab, "¿Cuándo es mi cumpleaños?")
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".text", has_text="Es el 3 de mayo.").wait_for()
+    proposal = answer.locator(".proposal")
+    assert proposal.inner_text().startswith(f"¿Lo olvido? «{invented}»")
+    assert listed() == [invented]
+    proposal.get_by_role("button", name="Sí", exact=True).click()
+    proposal.get_by_text("Recuerdo olvidado.").wait_for()
+    assert listed() == []
+    assert tab.dialogs == []

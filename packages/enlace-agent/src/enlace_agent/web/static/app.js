@@ -426,6 +426,34 @@ function rememberedNote(memories) {
   return box;
 }
 
+// What the model did not do on its own word (a memory no one asked it to keep or forget): the
+// person is asked, and only «Sí» does it, through the memories API; «No» leaves everything as it was.
+function proposalBox(p) {
+  const box = el("div", null, "proposal");
+  const yes = el("button", "Sí");
+  yes.type = "button";
+  const no = el("button", "No", "ghost");
+  no.type = "button";
+  box.append(el("span", p.question + " «" + p.text + "» "), yes, no);
+  no.addEventListener("click", () => box.remove());
+  yes.addEventListener("click", async () => {
+    let said;
+    try {
+      if (p.action === "olvidar") {
+        await api("/api/memories/" + Number(p.memory_id), {}, "DELETE");
+        said = FORGOTTEN;
+      } else {
+        const { new: added } = await api("/api/memories", { text: p.text, scope: p.scope });
+        said = added ? SAVED : ALREADY_KEPT;
+      }
+    } catch (e) {
+      said = e.message;
+    }
+    box.replaceChildren(el("span", said));
+  });
+  return box;
+}
+
 // Which model wrote an answer, in small text under it (text only, like everything else).
 function modelNote(model) {
   return el("div", "Respuesta de " + model, "model");
@@ -461,6 +489,7 @@ function follow(id) {
       notices = notices.filter((n) => n.name !== event.name || n.ok);
       if (event.notice) notices.push({ name: event.name, ok: event.ok, text: event.notice });
       searching.textContent = notices.map((n) => n.text).join(" · ");
+      if (event.proposal) answer.append(proposalBox(event.proposal));
     } else if (event.type === "end") {
       written = event.text;
       draw();
@@ -521,6 +550,9 @@ function setStatus(message) {
 // The person's memories and the household's: edit in place, forget one, forget all (typing
 // BORRAR), pause. Texts go in with textContent, like everything else.
 const FORGET_ALL_WORD = "BORRAR";
+const SAVED = "Recuerdo guardado.";
+const ALREADY_KEPT = "Enlace ya lo recordaba.";
+const FORGOTTEN = "Recuerdo olvidado.";
 
 async function openMemory() {
   $("side").classList.remove("open");
@@ -609,7 +641,7 @@ function editMemory(item, m) {
 function askForget(item, m) {
   const restore = () => item.replaceWith(memoryItem(m, $("memory-pause").checked));
   inlineConfirm(item, "¿Olvidar «" + m.text + "»? No se puede deshacer.", "Sí, olvidar", restore, async () => {
-    let said = "Recuerdo olvidado.";
+    let said = FORGOTTEN;
     try {
       await api("/api/memories/" + m.id, {}, "DELETE");
     } catch (e) {
@@ -642,7 +674,7 @@ $("memory-add").addEventListener("submit", async (event) => {
     const { new: added } = await api("/api/memories", { text: $("memory-text").value, scope: $("memory-scope").value });
     $("memory-text").value = "";
     await loadMemories();
-    memoryStatus(added ? "Recuerdo guardado." : "Enlace ya lo recordaba.");
+    memoryStatus(added ? SAVED : ALREADY_KEPT);
   } catch (e) {
     memoryStatus(e.message);
   }
