@@ -715,3 +715,24 @@ def test_a_memory_no_one_asked_for_is_a_question_on_the_page(
     proposal.get_by_text("Recuerdo olvidado.").wait_for()
     assert listed() == []
     assert tab.dialogs == []
+
+
+def test_after_a_household_memory_the_form_is_back_on_the_persons_own(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    """Issue 37: after «Para toda la familia» is saved, the next memory is the person's own
+    unless they choose again."""
+    page = web_page()
+    sign_in(tab, page.base)
+    tab.get_by_role("button", name="Lo que Enlace recuerda").click()
+    scope = tab.get_by_label("Para quién")
+    assert scope.input_value() == "personal"
+    tab.get_by_label("Nuevo recuerdo").fill("La abuela vive en Soria")
+    scope.select_option("familia")
+    tab.locator("#memory-add button[type=submit]").click()
+    tab.locator("#memory-family .memory-text", has_text="Soria").wait_for()
+    assert scope.input_value() == "personal"
+    tab.get_by_label("Nuevo recuerdo").fill("Ana es alérgica a los frutos secos")
+    tab.locator("#memory-add button[type=submit]").click()
+    tab.locator("#memory-mine .memory-text", has_text="frutos secos").wait_for()
+    assert memory_items(tab, "family") == ["La abuela vive en Soria"]

@@ -673,6 +673,7 @@ $("memory-add").addEventListener("submit", async (event) => {
   try {
     const { new: added } = await api("/api/memories", { text: $("memory-text").value, scope: $("memory-scope").value });
     $("memory-text").value = "";
+    $("memory-scope").value = "personal";  // the next one is the person's own unless chosen again
     await loadMemories();
     memoryStatus(added ? SAVED : ALREADY_KEPT);
   } catch (e) {
