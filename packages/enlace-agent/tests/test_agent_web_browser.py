@@ -736,3 +736,90 @@ def test_after_a_household_memory_the_form_is_back_on_the_persons_own(
     tab.locator("#memory-add button[type=submit]").click()
     tab.locator("#memory-mine .memory-text", has_text="frutos secos").wait_for()
     assert memory_items(tab, "family") == ["La abuela vive en Soria"]
+
+
+# ------------------------------------------------------------------ scrolling (issue 37)
+RECIPE = "\n\n".join(
+    f"Paso {i}: bate los huevos, pela las patatas y ten paciencia con el fuego." for i in range(30)
+)
+WHERE = """() => {
+  const box = (s) => document.querySelector(s).getBoundingClientRect();
+  const answers = document.querySelectorAll('.msg.assistant');
+  const answer = answers[answers.length - 1].getBoundingClientRect();
+  return {answer_bottom: answer.bottom, ask_top: box('#ask').top, bar: box('.bar').bottom,
+          new_top: box('#new').top, side_bottom: box('#side').bottom, inner: innerHeight,
+          scroll: scrollY, text: answers[answers.length - 1].textContent.length};
+}"""
+
+
+def where(tab: Any) -> dict[str, float]:
+    return tab.evaluate(WHERE)
+
+
+def in_view_above_the_question_box(found: dict[str, float]) -> bool:
+    return found["bar"] < found["answer_bottom"] <= found["ask_top"] + 1
+
+
+@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_newest_turn_stays_in_view_while_it_streams_and_the_sidebar_stays_put(
+    tab: Any, web_page: Callable[..., Any], model_server: Any, size: dict[str, int]
+) -> None:
+    """A long answer, then another streamed slowly: while it is written its newest lines stay
+    in view above the question box (never under it, never below the fold), and at the end too;
+    on the desktop the sidebar's buttons stay on screen however long the conversation."""
+    model_server.script = [
+        model_server.say(RECIPE),
+        model_server.say(RECIPE, pieces=15, delay=0.15),
+    ]
+    tab.set_viewport_size(size)
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "¿Cómo se hace la tortilla?")
+    tab.locator(".msg.assistant .text", has_text="Paso 29").wait_for()
+    tab.locator("#send:enabled").wait_for()
+    first = where(tab)
+    send(tab, "¿Y otra vez?")
+    tab.wait_for_function("() => document.querySelectorAll('.msg.assistant').length === 2")
+    tab.locator(".msg.assistant >> nth=1 >> .text", has_text="Paso 10").wait_for()
+    streaming = where(tab)
+    out = ARTIFACTS / "web"  # mid-answer, as docs/web/scroll-*.png show it
+    out.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(out / f"scroll-{'desktop' if size == DESKTOP else 'phone'}.png"))
+    tab.locator("#send:enabled").wait_for()
+    ended = where(tab)
+    assert streaming["text"] < ended["text"]  # it was read while still being written
+    for found in (first, streaming, ended):
+        assert in_view_above_the_question_box(found), found
+    if size == DESKTOP:
+        for found in (first, streaming, ended):
+            assert found["scroll"] > 0 and found["bar"] - 1 <= found["new_top"], found
+            assert found["side_bottom"] <= found["inner"] + 1, found
+
+
+@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_a_person_who_scrolled_up_is_not_yanked_down_by_the_answer(
+    tab: Any, web_page: Callable[..., Any], model_server: Any, size: dict[str, int]
+) -> None:
+    model_server.script = [
+        model_server.say(RECIPE),
+        model_server.say(RECIPE, pieces=15, delay=0.15),
+    ]
+    tab.set_viewport_size(size)
+    page = web_page()
+    sign_in(tab, page.base)
+    send(tab, "¿Cómo se hace la tortilla?")
+    tab.locator(".msg.assistant .text", has_text="Paso 29").wait_for()
+    tab.locator("#send:enabled").wait_for()
+    send(tab, "¿Y otra vez?")
+    tab.locator(".msg.assistant >> nth=1 >> .text", has_text="Paso 2").wait_for()
+    tab.mouse.move(size["width"] // 2, size["height"] // 2)
+    tab.mouse.wheel(0, -600)  # the person goes back up to read the first answer
+    tab.wait_for_timeout(400)
+    read_at = where(tab)
+    tab.locator("#send:enabled").wait_for()
+    ended = where(tab)
+    assert abs(ended["scroll"] - read_at["scroll"]) <= 2, (read_at, ended)
+    assert ended["answer_bottom"] > ended["inner"]  # the rest of the answer waits below
+    tab.mouse.wheel(0, 100_000)  # back down: the end of the answer is there
+    tab.wait_for_timeout(400)
+    assert in_view_above_the_question_box(where(tab))

@@ -229,6 +229,7 @@ async function openConversation(id) {
   history.replaceState(null, "", "#" + encodeURIComponent(data.id));
   $("messages").replaceChildren();
   for (const m of data.messages) addMessage(m.role, m.content, m.sources, m.model, m.memories);
+  showNewest(true);
   setStatus("");
   setBusy(false);
   if (data.answering) follow(data.id);
@@ -251,8 +252,22 @@ function addMessage(role, text, sources, model, memories) {
   if (memories && memories.length) item.append(rememberedNote(memories));
   if (model) item.append(modelNote(model));
   $("messages").append(item);
-  item.scrollIntoView({ block: "end" });
   return item;
+}
+
+// The newest turn stays in view (its last lines right above the question box) while an answer
+// is written, unless the person has scrolled up to read: then the page stays where they are
+// until they scroll back down to the end.
+const END_SLACK_PX = 48;  // this close to the end still counts as being at the end
+let atEnd = true;
+window.addEventListener("scroll", () => {
+  const page = document.documentElement;
+  atEnd = page.scrollHeight - (window.scrollY + window.innerHeight) <= END_SLACK_PX;
+}, { passive: true });
+
+function showNewest(always) {  // `always`: the person asked or opened it, so go to the end
+  if (always) atEnd = true;
+  if (atEnd) window.scrollTo(0, document.documentElement.scrollHeight);
 }
 
 // The one check for every link the page makes (sources and answers): http(s) only.
@@ -397,6 +412,7 @@ $("ask").addEventListener("submit", async (event) => {
     const { id } = await api(path, { text });
     $("text").value = "";
     addMessage("user", text);
+    showNewest(true);
     state.current = id;
     history.replaceState(null, "", "#" + encodeURIComponent(id));
     follow(id);
@@ -468,10 +484,11 @@ function follow(id) {
   const text = answer.querySelector(".text");
   const searching = el("div", null, "searching");
   answer.prepend(searching);
+  showNewest();
   let written = "";
   let notices = [];  // what the tools said for the person (a failed search, a memory kept)
   let drawing = false;
-  const draw = () => { drawing = false; if (written) renderMarkdown(text, written); };
+  const draw = () => { drawing = false; if (written) renderMarkdown(text, written); showNewest(); };
   const source = new EventSource("/api/conversations/" + encodeURIComponent(id) + "/events");
   state.source = source;
   armWatchdog();
@@ -484,12 +501,14 @@ function follow(id) {
       setStatus("Enlace está escribiendo…");
     } else if (event.type === "tool_call") {
       searching.textContent = event.status;  // the tool registry's line
+      showNewest();
     } else if (event.type === "tool_result") {
       // A retry of the same tool that worked clears its failure.
       notices = notices.filter((n) => n.name !== event.name || n.ok);
       if (event.notice) notices.push({ name: event.name, ok: event.ok, text: event.notice });
       searching.textContent = notices.map((n) => n.text).join(" · ");
       if (event.proposal) answer.append(proposalBox(event.proposal));
+      showNewest();
     } else if (event.type === "end") {
       written = event.text;
       draw();
@@ -498,12 +517,14 @@ function follow(id) {
       if (event.memories && event.memories.length) answer.append(rememberedNote(event.memories));
       if (event.model) answer.append(modelNote(event.model));
       if (event.left_out_notice) answer.append(el("div", event.left_out_notice, "searching"));
+      showNewest();
       finish("");
     } else if (event.type === "error") {
       answer.className = "msg error";
       searching.remove();
       written = "";  // a drawing still pending must not bring the partial answer back
       text.textContent = event.message;
+      showNewest();
       finish("");
     } else if (event.type === "idle") {
       answer.remove();
