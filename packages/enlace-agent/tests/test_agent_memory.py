@@ -306,17 +306,39 @@ WEATHER = "¿Qué tiempo hará mañana en Zaragoza?"
 INVENTED = "Ana cumple años el 3 de mayo"  # what the CPU model invented, asked the weather
 
 
-def test_a_memory_no_one_asked_for_is_only_proposed_never_kept(
-    family_assistant: Callable[..., tuple[Assistant, MemoryStore]], model_server: Any
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        (WEATHER, False),
+        ("Recuerda que Ana cumple años el 3 de mayo", True),
+        ("apúntalo: Ana cumple años el 3 de mayo", True),
+        ("No olvides que Ana cumple años el 3 de mayo", True),
+        ("Acuérdate de que Ana cumple años el 3 de mayo", True),
+        ("Guarda esto, porfa: Ana cumple años el 3 de mayo", True),
+        ("ANOTA que Ana cumple años el 3 de mayo", True),
+    ],
+)
+def test_a_memory_is_kept_only_when_the_person_asked_for_it(
+    family_assistant: Callable[..., tuple[Assistant, MemoryStore]],
+    model_server: Any,
+    question: str,
+    asked: bool,
 ) -> None:
+    """Asked the weather, the model calls `recordar` with an invented birthday: nothing is
+    kept, the person is asked (the proposal) and the model told; asked for, it is kept."""
     assistant, memories = family_assistant()
     model_server.script = [
         model_server.call("recordar", {"texto": INVENTED}),
         model_server.say("Mañana hará sol en Zaragoza."),
     ]
-    events = run(assistant, WEATHER, MemoryView(memories, "Ana"))
-    assert memories.list("Ana") == []  # nothing kept on the model's word alone
+    events = run(assistant, question, MemoryView(memories, "Ana"))
     finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    told = model_server.bodies[1]["messages"][-1]["content"]
+    if asked:
+        assert texts(memories.list("Ana")) == [INVENTED]
+        assert finished.proposal is None and finished.notice == f"Recordaré: «{INVENTED}»"
+        return
+    assert memories.list("Ana") == []  # nothing kept on the model's word alone
     assert finished.ok and finished.notice is None
     assert finished.to_dict()["proposal"] == {
         "action": "recordar",
@@ -325,35 +347,7 @@ def test_a_memory_no_one_asked_for_is_only_proposed_never_kept(
         "scope": "personal",
         "memory_id": None,
     }
-    told = model_server.bodies[1]["messages"][-1]["content"]
     assert told.startswith("No guardado") and "Ana" in told  # the model knows it is not kept
-
-
-@pytest.mark.parametrize(
-    "question",
-    [
-        "Recuerda que Ana cumple años el 3 de mayo",
-        "apúntalo: Ana cumple años el 3 de mayo",
-        "No olvides que Ana cumple años el 3 de mayo",
-        "Acuérdate de que Ana cumple años el 3 de mayo",
-        "Guarda esto, porfa: Ana cumple años el 3 de mayo",
-        "ANOTA que Ana cumple años el 3 de mayo",
-    ],
-)
-def test_a_memory_the_person_asked_for_is_kept(
-    family_assistant: Callable[..., tuple[Assistant, MemoryStore]],
-    model_server: Any,
-    question: str,
-) -> None:
-    assistant, memories = family_assistant()
-    model_server.script = [
-        model_server.call("recordar", {"texto": INVENTED}),
-        model_server.say("Vale."),
-    ]
-    events = run(assistant, question, MemoryView(memories, "Ana"))
-    assert texts(memories.list("Ana")) == [INVENTED]
-    finished = next(e for e in events if isinstance(e, ToolCallFinished))
-    assert finished.proposal is None and finished.notice == f"Recordaré: «{INVENTED}»"
 
 
 @pytest.mark.parametrize(
@@ -394,14 +388,20 @@ def test_olvidar_unasked_deletes_nothing_and_proposes(
     assert model_server.bodies[1]["messages"][-1]["content"].startswith("No borrado")
 
 
-def test_the_terminal_asks_before_keeping_a_memory_no_one_asked_for(
-    in_process: Callable[..., Any], model_server: Any, tmp_path: Path, assistant_files: Any
-) -> None:
+@pytest.fixture
+def anas_chat(assistant_files: Any, tmp_path: Path) -> Path:
+    """assistant.yaml at the scripted model, with Ana in web.people (the terminal's --person)."""
     config = json.loads(assistant_files["assistant"].read_text())
     config["web"] = {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]}
     assistant_files["assistant"].write_text(json.dumps(config))
-    base = ("--config", str(assistant_files["assistant"]), "--person", "Ana", "--once", WEATHER)
-    listed = ("memory", "list", "Ana", "--json", "--config", str(assistant_files["assistant"]))
+    return assistant_files["assistant"]
+
+
+def test_the_terminal_asks_before_keeping_a_memory_no_one_asked_for(
+    in_process: Callable[..., Any], model_server: Any, anas_chat: Path
+) -> None:
+    base = ("--config", str(anas_chat), "--person", "Ana", "--once", WEATHER)
+    listed = ("memory", "list", "Ana", "--json", "--config", str(anas_chat))
     spurious = [model_server.call("recordar", {"texto": INVENTED}), model_server.say("Sol.")]
     model_server.script = list(spurious)
     said_no = in_process(assistant_main, *base, stdin="no\n")
@@ -642,13 +642,10 @@ def test_cli_export_import_round_trip_and_bad_lines_named(
 
 
 def test_the_terminal_chat_remembers_as_the_person(
-    in_process: Callable[..., Any], model_server: Any, tmp_path: Path, assistant_files: Any
+    in_process: Callable[..., Any], model_server: Any, anas_chat: Path
 ) -> None:
-    config = json.loads(assistant_files["assistant"].read_text())
-    config["web"] = {"database": str(tmp_path / "web.sqlite3"), "people": [{"name": "Ana"}]}
-    assistant_files["assistant"].write_text(json.dumps(config))
     model_server.script = model_server.remember_then_use()
-    base = ("--config", str(assistant_files["assistant"]), "--person", "Ana", "--once")
+    base = ("--config", str(anas_chat), "--person", "Ana", "--once")
     first = in_process(assistant_main, *base, "Recuerda que mi hija se llama Lucía")
     assert first.returncode == 0 and "(Recordaré: «Mi hija se llama Lucía»)" in first.stderr
     second = in_process(assistant_main, *base, "¿Cómo se llama mi hija?")

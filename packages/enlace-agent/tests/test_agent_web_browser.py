@@ -760,13 +760,11 @@ def in_view_above_the_question_box(found: dict[str, float]) -> bool:
     return found["bar"] < found["answer_bottom"] <= found["ask_top"] + 1
 
 
-@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["phone", "desktop"])
-def test_the_newest_turn_stays_in_view_while_it_streams_and_the_sidebar_stays_put(
+def a_long_answer_then_another(
     tab: Any, web_page: Callable[..., Any], model_server: Any, size: dict[str, int]
-) -> None:
-    """A long answer, then another streamed slowly: while it is written its newest lines stay
-    in view above the question box (never under it, never below the fold), and at the end too;
-    on the desktop the sidebar's buttons stay on screen however long the conversation."""
+) -> dict[str, float]:
+    """At `size`, a long answer to the end (where things are then), then a second question whose
+    answer streams slowly (15 pieces, 0.15 s apart)."""
     model_server.script = [
         model_server.say(RECIPE),
         model_server.say(RECIPE, pieces=15, delay=0.15),
@@ -779,7 +777,17 @@ def test_the_newest_turn_stays_in_view_while_it_streams_and_the_sidebar_stays_pu
     tab.locator("#send:enabled").wait_for()
     first = where(tab)
     send(tab, "¿Y otra vez?")
-    tab.wait_for_function("() => document.querySelectorAll('.msg.assistant').length === 2")
+    return first
+
+
+@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_newest_turn_stays_in_view_while_it_streams_and_the_sidebar_stays_put(
+    tab: Any, web_page: Callable[..., Any], model_server: Any, size: dict[str, int]
+) -> None:
+    """A long answer, then another streamed slowly: while it is written its newest lines stay
+    in view above the question box (never under it, never below the fold), and at the end too;
+    on the desktop the sidebar's buttons stay on screen however long the conversation."""
+    first = a_long_answer_then_another(tab, web_page, model_server, size)
     tab.locator(".msg.assistant >> nth=1 >> .text", has_text="Paso 10").wait_for()
     streaming = where(tab)
     out = ARTIFACTS / "web"  # mid-answer, as docs/web/scroll-*.png show it
@@ -800,17 +808,7 @@ def test_the_newest_turn_stays_in_view_while_it_streams_and_the_sidebar_stays_pu
 def test_a_person_who_scrolled_up_is_not_yanked_down_by_the_answer(
     tab: Any, web_page: Callable[..., Any], model_server: Any, size: dict[str, int]
 ) -> None:
-    model_server.script = [
-        model_server.say(RECIPE),
-        model_server.say(RECIPE, pieces=15, delay=0.15),
-    ]
-    tab.set_viewport_size(size)
-    page = web_page()
-    sign_in(tab, page.base)
-    send(tab, "¿Cómo se hace la tortilla?")
-    tab.locator(".msg.assistant .text", has_text="Paso 29").wait_for()
-    tab.locator("#send:enabled").wait_for()
-    send(tab, "¿Y otra vez?")
+    a_long_answer_then_another(tab, web_page, model_server, size)
     tab.locator(".msg.assistant >> nth=1 >> .text", has_text="Paso 2").wait_for()
     tab.mouse.move(size["width"] // 2, size["height"] // 2)
     tab.mouse.wheel(0, -600)  # the person goes back up to read the first answer
