@@ -550,6 +550,22 @@ def test_real_gguf_model_remembers_then_uses_the_memory(
     assert f"«{said.strip()}»" in system and "Hablas con Ana." in system, system
 
 
+def test_real_gguf_model_asked_the_weather_keeps_no_memory(
+    weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
+) -> None:
+    """Issue 37: asked the weather, the CPU chat model called `recordar` with an invented
+    birthday 6 times of 7. Whatever it calls now, Ana's memory stays empty: a memory she did not
+    ask for is only proposed, and she does not say yes (no answer on stdin)."""
+    with _real_llama_server(tmp_path / "server.log") as base:
+        config = _person_config(tmp_path, base, weather_search_config)
+        ask = ("--config", str(config), "--person", "Ana", "--once")
+        code, _, err = chat(*ask, "¿Qué tiempo hará mañana en Zaragoza?")
+        assert code == 0, err
+    code, listed, err = chat("memory", "list", "Ana", "--json", "--config", str(config))
+    assert code == 0, err
+    assert json.loads(listed)["memories"] == []
+
+
 def test_real_gguf_model_adds_to_the_shopping_list(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
 ) -> None:

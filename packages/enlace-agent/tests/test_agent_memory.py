@@ -431,6 +431,11 @@ def test_the_terminal_asks_before_keeping_a_memory_no_one_asked_for(
     forgot = in_process(assistant_main, *base, stdin="s\n")
     assert "Recuerdo olvidado." in forgot.stderr
     assert json.loads(in_process(assistant_main, *listed).stdout)["memories"] == []
+    model_server.script = list(spurious)  # --json: the proposal is in the call, never kept
+    as_json = in_process(assistant_main, *base[:-2], "--json", "--once", WEATHER, stdin="sí\n")
+    [call] = json.loads(as_json.stdout)["tool_calls"]
+    assert call["proposal"]["text"] == INVENTED and "¿Lo recuerdo?" not in as_json.stderr
+    assert json.loads(in_process(assistant_main, *listed).stdout)["memories"] == []
 
 
 def test_the_model_cannot_store_a_secret_and_the_person_is_told(
