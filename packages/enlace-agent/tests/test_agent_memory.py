@@ -386,6 +386,15 @@ def test_olvidar_unasked_deletes_nothing_and_proposes(
         "memory_id": soria.id,
     }
     assert model_server.bodies[1]["messages"][-1]["content"].startswith("No borrado")
+    # Nothing found to forget, and nothing asked: the person is not told of a failure.
+    model_server.script = [
+        model_server.call("olvidar", {"recuerdo": "el perro ladra"}),
+        model_server.say("Vale."),
+    ]
+    events = run(assistant, "¿Qué tal?", MemoryView(memories, "Ana"))
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert finished.ok and finished.notice is None and finished.proposal is None
+    assert texts(memories.list("Ana")) == ["La abuela vive en Soria"]
 
 
 @pytest.fixture

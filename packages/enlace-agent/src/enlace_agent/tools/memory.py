@@ -118,7 +118,9 @@ class ForgetTool:
             chosen: Memory | None = self.numbered[int(wanted) - 1]
         else:
             chosen = self.view.find(wanted)
-        if chosen is not None and not self.asked:
+        if not self.asked:  # nothing is erased, and a person who asked nothing hears no failure
+            if chosen is None:
+                return ToolResult(f"No borrado: no hay ningún recuerdo que diga «{wanted}».")
             return ToolResult(
                 f"No borrado: {self.view.person} no te pidió olvidarlo; se le pregunta si quiere "
                 "borrarlo.",
