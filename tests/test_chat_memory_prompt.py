@@ -15,7 +15,8 @@ from enlace_agent.household.database import Store
 from enlace_agent.memory.store import MemoryStore
 from enlace_agent.memory.view import MemoryView
 from enlace_agent.tools import offered_specs
-from enlace_agent.tools.memory import ForgetTool, RememberTool
+from enlace_agent.tools.memory import FORGET, REMEMBER
+from enlace_agent.tools.protocol import TurnContext
 from enlace_config.contracts import SHOPPING_LIST_TOOL_NAME
 from enlace_config.schema.agent import AssistantConfig
 from enlace_data.chat.builtin import MEMORY_FACTS, builtin_conversations
@@ -55,9 +56,14 @@ def _replay(conv: dict[str, Any], tmp_path: Path) -> None:
     view = MemoryView(store, name)
     calls = [c for m in conv["messages"] for c in m.get("tool_calls") or []]
     results = [m["content"] for m in conv["messages"] if m["role"] == "tool"]
+    # made as the assistant makes them, for what the person said: each way the conversations
+    # ask to remember or forget must be one the settings' words recognise (issue 37), or the
+    # real tool only proposes and its result is not the one the model was taught
+    asked = next(m["content"] for m in conv["messages"] if m["role"] == "user")
+    context = TurnContext(AssistantConfig(), person=name, memory=view, question=asked)
     for call, result in zip(calls, results, strict=True):
         fn = call["function"]
-        tool = RememberTool(view) if fn["name"] == "recordar" else ForgetTool(view, [])
+        tool = (REMEMBER if fn["name"] == "recordar" else FORGET).make(context)
         assert fn["name"] in {"recordar", "olvidar"}
         if fn["name"] == "olvidar":  # what it forgets is remembered before
             store.add(name, fn["arguments"]["recuerdo"], "personal", source="page")

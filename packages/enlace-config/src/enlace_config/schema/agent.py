@@ -324,6 +324,7 @@ class MemoryConfig(StrictModel):
             "guarda",
             "guárdalo",
             "memoriza",
+            "que lo sepa toda la familia",
         ]
     )
     """What a person says to ask Enlace to remember something. The model's `recordar` keeps a
@@ -339,6 +340,8 @@ class MemoryConfig(StrictModel):
             "ya no recuerdes",
             "borra el recuerdo",
             "borra ese recuerdo",
+            "borra que",
+            "ya no hace falta que recuerdes",
         ]
     )
     """The same for the model's `olvidar`: it deletes a memory only when the person's message
