@@ -126,6 +126,26 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE memories ADD COLUMN changed_by TEXT;
     CREATE INDEX memories_by_text ON memories(text, person);
     """,
+    # 8: the bearer tokens of the OpenAI-compatible endpoint (enlace_agent.household.tokens), one
+    # per person's device or the household's (`holder` NULL), kept only as a hash; revoked ones
+    # stay (revoked set) so a list says when. `holder`, not `person`: a person's restore never
+    # brings back a token revoked since. Conversations say which device they came from and the
+    # digest of what a client will resend to continue them.
+    """
+    CREATE TABLE api_tokens (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        token_hash TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        holder TEXT,
+        voice INTEGER NOT NULL DEFAULT 0,
+        created REAL NOT NULL,
+        revoked REAL,
+        last_used REAL
+    );
+    ALTER TABLE conversations ADD COLUMN device TEXT;
+    ALTER TABLE conversations ADD COLUMN digest TEXT;
+    CREATE INDEX conversations_by_digest ON conversations(person, digest);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 SECRET_TABLES = ("sessions",)  # sign-ins: hashes of cookies, never archived nor restored
