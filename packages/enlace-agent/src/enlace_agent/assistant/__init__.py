@@ -24,6 +24,7 @@ from enlace_agent.assistant.loop import (
     ToolCallFinished,
     ToolCallStarted,
     TurnEnd,
+    TurnOptions,
 )
 from enlace_agent.assistant.setup import build_assistant, build_client, load_config
 
@@ -48,6 +49,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnEnd",
+    "TurnOptions",
     "build_assistant",
     "build_client",
     "load_config",

@@ -34,7 +34,7 @@ from enlace_agent.assistant.client import (
     ContextExceeded,
     ToolCall,
 )
-from enlace_agent.assistant.prompt import memory_block, system_prompt
+from enlace_agent.assistant.prompt import client_block, memory_block, system_prompt
 from enlace_agent.assistant.toolcalls import TextCallFilter
 from enlace_agent.tools import REGISTRY, failed_line, made, prompt_paragraphs, status_line
 from enlace_agent.tools.protocol import (
@@ -142,6 +142,16 @@ class TurnEnd:
 Event = TextDelta | ToolCallStarted | ToolCallFinished | TurnEnd
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """What a turn asked through another application brings (the OpenAI-compatible endpoint):
+    its own instructions (a client's system prompt: quoted inside Enlace's, never in place of
+    it) and whether the answer will be spoken (`voice`: short, no Markdown, lists or URLs)."""
+
+    instructions: str | None = None
+    voice: bool = False
+
+
 @dataclass
 class _Turn:
     """What one turn has gathered so far."""
@@ -189,6 +199,7 @@ class Assistant:
         *,
         memory: MemoryView | None = None,
         household: Store | None = None,
+        options: TurnOptions = TurnOptions(),
     ) -> Iterator[Event]:
         """One turn. With `memory` (one person's) the household's tools are offered (the
         shopping list, in `household`, default the memory's database) and, when the memory is
@@ -225,6 +236,7 @@ class Assistant:
         if state.memory is not None:
             tools = prompt_paragraphs(context, "memory")
             content += "\n\n" + memory_block(state.memory.person, state.recalled, tools)
+        content += client_block(options.instructions, voice=options.voice)
         for needs in ("household", "memory"):
             state.tools.update({tool_name(t): t for t in made(context, needs)})
         system = {"role": "system", "content": content}

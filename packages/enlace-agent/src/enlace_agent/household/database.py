@@ -334,7 +334,7 @@ class Store:
     def conversations(self, person: str, limit: int) -> list[dict[str, Any]]:
         with self._db() as db:
             rows = db.execute(
-                "SELECT id, title, created, updated FROM conversations WHERE person = ? "
+                "SELECT id, title, created, updated, device FROM conversations WHERE person = ? "
                 "ORDER BY updated DESC LIMIT ?",
                 (person, limit),
             ).fetchall()
@@ -523,6 +523,27 @@ class Store:
             db.execute("DELETE FROM memory_pauses WHERE person = ?", (person,))
             db.execute("DELETE FROM sessions WHERE person = ?", (person,))
         return count
+
+    # ---------------------------------------------------------------- the OpenAI-compatible API
+    def api_conversation(self, person: str, digest: str) -> str | None:
+        """The conversation of `person` whose messages so far hash to `digest` (a client resends
+        them all to continue it: `web.openai_api.digest`), or None."""
+        with self._db() as db:
+            row = db.execute(
+                "SELECT id FROM conversations WHERE person = ? AND digest = ? "
+                "ORDER BY updated DESC LIMIT 1",
+                (person, digest),
+            ).fetchone()
+        return row["id"] if row else None
+
+    def mark_api(self, person: str, conversation_id: str, device: str, digest: str) -> None:
+        """The conversation came from the device `device`; `digest`, of what its client will
+        resend to continue it."""
+        with self._db() as db:
+            db.execute(
+                "UPDATE conversations SET device = ?, digest = ? WHERE id = ? AND person = ?",
+                (device, digest, conversation_id, person),
+            )
 
 
 def _new_conversation(db: sqlite3.Connection, person: str, first_question: str, now: float) -> str:

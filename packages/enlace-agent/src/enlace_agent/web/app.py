@@ -30,7 +30,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,6 +41,7 @@ from enlace_agent.assistant import (
     ModelTimeout,
     ModelUnavailable,
     TurnEnd,
+    TurnOptions,
 )
 from enlace_agent.household.database import Session, Store, StoreBusy
 from enlace_agent.household.paths import HouseholdPaths
@@ -137,6 +138,19 @@ class HttpError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class TurnSpec:
+    """What a turn asked through the OpenAI-compatible endpoint brings beyond the page's
+    question: the history the client sent (None: the conversation's saved one), its options,
+    whether the person's memory is used (False: a household device's key), and what to do
+    with the end once the answer is saved (in the turn's thread)."""
+
+    history: tuple[Mapping[str, Any], ...] | None = None
+    options: TurnOptions = field(default_factory=TurnOptions)
+    personal: bool = True
+    after: Callable[[str, TurnEnd], None] | None = None
+
+
 @dataclass
 class WebApp:
     """What the routes share (the store is called off the event loop: SQLite blocks)."""
@@ -230,13 +244,18 @@ class WebApp:
 
     # ------------------------------------------------------------ one turn, as page events
     def run_turn(
-        self, person: str, conversation_id: str, row: int, question: str
+        self,
+        person: str,
+        conversation_id: str,
+        row: int,
+        question: str,
+        spec: TurnSpec = TurnSpec(),
     ) -> Iterator[EventDict]:
         """The loop's events for the page (in the turn's thread); the answer (or the Spanish
         error) is saved into `row` before the final event is sent, so a reload right after it
         finds it in the history."""
         try:
-            yield from self._turn_events(person, conversation_id, row, question)
+            yield from self._turn_events(person, conversation_id, row, question, spec)
         except StoreBusy:  # the text so far stays saved; the next start-up marks it
             log.warning("the history file stayed busy: an answer could not be saved")
             yield {"type": "error", "message": NOT_SAVED}
@@ -245,15 +264,19 @@ class WebApp:
             yield {"type": "error", "message": sentence(str(exc))}
 
     def _turn_events(
-        self, person: str, conversation_id: str, row: int, question: str
+        self, person: str, conversation_id: str, row: int, question: str, spec: TurnSpec
     ) -> Iterator[EventDict]:
-        history = self.store.history(person, conversation_id)
+        history = spec.history
+        if history is None:
+            history = tuple(self.store.history(person, conversation_id))
         model = serving_label(
             self.assistant.config, self.paths.models
         )  # which model wrote the answer
-        memory = MemoryView(self.memories, person, conversation_id)
+        memory = MemoryView(self.memories, person, conversation_id) if spec.personal else None
         try:
-            for event in self.assistant.turn(history, question, memory=memory):
+            for event in self.assistant.turn(
+                history, question, memory=memory, household=self.store, options=spec.options
+            ):
                 if isinstance(event, TurnEnd):
                     sources = [s.to_dict() for s in event.sources]
                     answer = ("assistant", event.text, sources, event.messages)
@@ -261,6 +284,8 @@ class WebApp:
                     self.store.finish_answer(
                         person, conversation_id, row, *answer, model=model, memories=used
                     )
+                    if spec.after is not None:
+                        spec.after(conversation_id, event)
                     yield {**event.to_dict(), "model": model}
                     continue
                 yield event.to_dict()
@@ -280,7 +305,13 @@ class WebApp:
             self.store.finish_answer(person, conversation_id, row, "error", message)
             yield {"type": "error", "message": message}
 
-    async def start_turn(self, person: str, conversation_id: str | None, question: str) -> str:
+    async def start_turn(
+        self,
+        person: str,
+        conversation_id: str | None,
+        question: str,
+        spec: TurnSpec = TurnSpec(),
+    ) -> str:
         """Saves the question (in a new conversation when `conversation_id` is None) and starts
         answering it; returns the conversation. Refused (409, 429) before anything is saved."""
         if conversation_id is not None and self.live.get(conversation_id) is not None:
@@ -303,7 +334,7 @@ class WebApp:
             self.live.release(live)
             raise
         cid = conversation_id
-        self.live.start(live, cid, row, lambda: self.run_turn(person, cid, row, question))
+        self.live.start(live, cid, row, lambda: self.run_turn(person, cid, row, question, spec))
         return cid
 
 
@@ -745,9 +776,12 @@ def create_app(
     tokens: Mapping[str, str | None],
     env: Mapping[str, str] | None = None,
     paths: HouseholdPaths | None = None,
+    more_routes: Callable[[WebApp], list[BaseRoute]] | None = None,
 ) -> ASGIApp:
     """The page; `env` (default: the process's environment) is what the health checks read;
-    `paths`, where the household lives (default: as the settings and `env` place it)."""
+    `paths`, where the household lives (default: as the settings and `env` place it);
+    `more_routes`, routes served beside the page's, behind the same guard (the OpenAI-compatible
+    endpoint, `web.openai_api`, which builds on this module)."""
     cut = store.mark_interrupted()  # answers a kill or a power cut left half-written
     if cut:
         log.info("%d answer(s) cut by the last stop marked as interrupted", cut)
@@ -783,6 +817,7 @@ def create_app(
         Route("/api/shopping", route(web, add_shopping), methods=["POST"]),
         Route("/api/shopping/clear", route(web, clear_shopping), methods=["POST"]),
         Route("/api/shopping/{iid:str}", route(web, tick_shopping), methods=["PATCH"]),
+        *(more_routes(web) if more_routes is not None else []),
     ]
     static = StaticFiles(packages=[("enlace_agent.web", "static")])
     app = Starlette(

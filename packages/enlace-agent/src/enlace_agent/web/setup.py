@@ -12,6 +12,7 @@ from enlace_agent.household.database import store_for
 from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.household.people import resolve_tokens
 from enlace_agent.web.app import create_app
+from enlace_agent.web.openai_api import api_routes
 
 
 def build_app(
@@ -24,4 +25,5 @@ def build_app(
     paths = paths or HouseholdPaths.of(assistant.config, env)
     hook = before_migration(household(assistant.config, env, paths=paths))
     store = store_for(config, env, hook)
-    return create_app(config, assistant, store, resolve_tokens(config, env), env, paths)
+    tokens = resolve_tokens(config, env)
+    return create_app(config, assistant, store, tokens, env, paths, api_routes)

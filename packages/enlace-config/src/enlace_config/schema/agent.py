@@ -204,6 +204,26 @@ class HomeServerConfig(StrictModel):
     systemd retries it after a failure)."""
 
 
+class ApiConfig(StrictModel):
+    """The OpenAI-compatible endpoint (`POST /v1/chat/completions`, `GET /v1/models`), served by
+    the page's process behind its protections, for Home Assistant and chat apps; each device
+    uses its own key (`enlace-assistant token create`)."""
+
+    enabled: bool = True
+    """Serve the endpoint (it answers only to a live key: without one, every request is a 401)."""
+    model_name: str = Field(default="enlace", min_length=1, max_length=64)
+    """The model's name as clients see it (GET /v1/models); a request naming another is a 404."""
+    max_body_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
+    """Largest request body (a client sends the whole conversation every time, and Home
+    Assistant its devices); a bigger one gets 413 before being read."""
+    max_messages: int = Field(default=200, ge=1, le=10_000)
+    """Most messages in one request."""
+    requests_per_minute: int = Field(default=20, ge=1, le=10_000)
+    """Requests one key may make in any minute; more get 429 until the minute has passed."""
+    voice_sources: int = Field(default=2, ge=0, le=10)
+    """Sites a spoken answer names at its end («según AEMET y El País»)."""
+
+
 class WebConfig(StrictModel):
     """The family web page (`enlace-assistant serve`): where it listens, who may use it, where the
     histories live and the limits of a request."""
@@ -262,6 +282,9 @@ class WebConfig(StrictModel):
     """Snapshots of the histories and settings (`enlace-assistant snapshot`)."""
     home: HomeServerConfig = Field(default_factory=HomeServerConfig)
     """The home server: health checks, services on boot, model versions."""
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    """The OpenAI-compatible endpoint for Home Assistant and chat apps (README, «Enlace en Home
+    Assistant»)."""
 
     def _problems(self) -> Iterator[FieldProblem]:
         if self.keepalive_s >= self.stall_timeout_s:

@@ -1,0 +1,435 @@
+"""Enlace behind an OpenAI-compatible endpoint (issue 38): `POST /v1/chat/completions` (streamed
+as OpenAI's chunks ending in `data: [DONE]`, or one JSON body) and `GET /v1/models`, for Home
+Assistant's conversation integrations and chat apps.
+
+Served by the page's process, as routes beside the page's (`create_app(more_routes=...)`), not as
+a unit of its own: a turn asked here is the page's turn (one loop, `WebApp.start_turn`: the same
+store, the same live answers, the same limits of one answer at a time per conversation and a few
+per person, the same saving and interruption marks), it lands in the person's history on the page
+as it is written, and the page's guard (host check against DNS rebinding, no foreign Origin, the
+security headers) stands in front of it. A second unit would have needed a second store writer,
+a second copy of those limits and its own guard.
+
+Who asks is the bearer key (`enlace-assistant token`, `household.tokens`): a person's device gets
+their memories, history and the household's list; a household device (`holder` None) the list
+only, its conversations kept under `HOUSEHOLD`. A client resends the whole conversation each
+time: a continued one is found by the digest of its earlier messages (`digest`), saved with the
+conversation after each answer. Every refusal is OpenAI's error body, `{"error": {"message",
+"type", "param", "code"}}`, with nothing of the household in it, and comes before anything is
+saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from enlace_agent.assistant import TurnEnd, TurnOptions
+from enlace_agent.household.tokens import ApiToken, ApiTokens
+from enlace_agent.shared import as_array, as_object, loads_json
+from enlace_agent.tools.protocol import Source
+from enlace_agent.web.app import HttpError, TurnSpec, WebApp
+from enlace_agent.web.live import EventDict
+
+HOUSEHOLD = "(casa)"  # whose history a household device's conversations are kept in
+ROLES = ("system", "developer", "user", "assistant", "tool")
+BAD_KEY = "Clave de API no válida: crea una con «enlace-assistant token create»."
+STATUS_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ApiError(HttpError):
+    """A refusal in OpenAI's error shape (`param` and `code` as OpenAI names them)."""
+
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(status, message)
+        self.param = param
+        self.code = code
+
+
+def error_body(exc: HttpError) -> dict[str, Any]:
+    kind = STATUS_TYPES.get(exc.status, "server_error")
+    param = exc.param if isinstance(exc, ApiError) else None
+    code = exc.code if isinstance(exc, ApiError) else None
+    return {"error": {"message": exc.message, "type": kind, "param": param, "code": code}}
+
+
+# ---------------------------------------------------------------- reading a request
+@dataclass(frozen=True)
+class Asked:
+    """A request's conversation: the client's instructions (its system messages), the earlier
+    messages (user and assistant, as plain text) and the new question."""
+
+    instructions: str | None
+    earlier: tuple[dict[str, str], ...]
+    question: str
+    stream: bool
+    voice: bool
+
+
+def text_of(content: object, where: str) -> str:
+    """A message's text: a string, or OpenAI's list of parts (only text parts); None is ""."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if (parts := as_array(content)) is not None:
+        texts: list[str] = []
+        for item in parts:
+            part = as_object(item)
+            if part is None or part.get("type") != "text":
+                raise ApiError(400, f"{where}: solo se admiten partes de texto.", param=where)
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise ApiError(400, f"{where}: una parte de texto sin «text».", param=where)
+            texts.append(text)
+        return "".join(texts)
+    raise ApiError(400, f"{where}: «content» debe ser texto o una lista de partes.", param=where)
+
+
+def read_asked(
+    data: Mapping[str, Any], model_name: str, max_messages: int, max_chars: int
+) -> Asked:
+    """The request's conversation, or an `ApiError` naming what is wrong."""
+    model = data.get("model")
+    if not isinstance(model, str):
+        raise ApiError(400, "Falta «model».", param="model")
+    if model != model_name:
+        raise ApiError(
+            404,
+            f"El modelo «{model[:64]}» no existe: este servidor sirve «{model_name}».",
+            param="model",
+            code="model_not_found",
+        )
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError(400, "«stream» debe ser true o false.", param="stream")
+    messages = as_array(data.get("messages"))
+    if not messages:
+        raise ApiError(400, "«messages» debe ser una lista no vacía.", param="messages")
+    if len(messages) > max_messages:
+        raise ApiError(400, f"Demasiados mensajes (máximo {max_messages}).", param="messages")
+    instructions: list[str] = []
+    said: list[dict[str, str]] = []
+    for i, item in enumerate(messages):
+        where = f"messages[{i}]"
+        message = as_object(item)
+        role = message.get("role") if message is not None else None
+        if message is None or not isinstance(role, str) or role not in ROLES:
+            raise ApiError(
+                400, f"{where}: cada mensaje necesita un «role» ({', '.join(ROLES)}).", param=where
+            )
+        text = text_of(message.get("content"), where)
+        if role in ("system", "developer"):
+            instructions.append(text)
+        elif role == "tool":
+            raise ApiError(
+                400, f"{where}: no hay llamadas pendientes de este cliente.", param=where
+            )
+        else:
+            said.append({"role": role, "content": text})
+    if not said or said[-1]["role"] != "user" or not said[-1]["content"].strip():
+        raise ApiError(
+            400, "El último mensaje debe ser una pregunta del usuario.", param="messages"
+        )
+    question = said[-1]["content"].strip()
+    if len(question) > max_chars:
+        raise ApiError(
+            413, f"La pregunta es demasiado larga (máximo {max_chars}).", param="messages"
+        )
+    voice = data.get("voice", False)  # Enlace's own: a request may ask for a spoken answer
+    if not isinstance(voice, bool):
+        raise ApiError(400, "«voice» debe ser true o false.", param="voice")
+    joined = "\n\n".join(t for t in instructions if t.strip())
+    return Asked(joined or None, tuple(said[:-1]), question, stream, voice)
+
+
+def digest(messages: Sequence[Mapping[str, str]]) -> str:
+    """What recognises a conversation a client continues: its user and assistant messages, white
+    space collapsed (a client may trim or join the streamed pieces differently)."""
+    said = [[m["role"], " ".join(m["content"].split())] for m in messages]
+    return hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- the answer as a client reads it
+MARKDOWN = re.compile(r"\*\*|__|`+|^#+\s*|^\s*(?:[-*+•]|\d+[.)])\s+", re.MULTILINE)
+LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+URL = re.compile(r"\(?(?:https?://|www\.)[^\s)]*[^\s).,;:!?]\)?")
+LOOSE_MARK = re.compile(r"\s+([.,;:!?])")
+
+
+def for_voice(text: str) -> str:
+    """`text` to be spoken: no Markdown, links, URLs or list marks, one paragraph."""
+    plain = MARKDOWN.sub("", URL.sub("", LINK.sub(r"\1", text)))
+    return LOOSE_MARK.sub(r"\1", " ".join(plain.split()))
+
+
+def spoken_name(source: Source) -> str:
+    """A source as said aloud: its site's name from the title («Zaragoza - AEMET»: AEMET), else
+    the site's address without www."""
+    for mark in (" | ", " - ", " — "):
+        if mark in source.title:
+            name = source.title.rsplit(mark, 1)[1].split(",")[0].strip()
+            if 0 < len(name) <= 40:
+                return name
+    host = urlsplit(source.url).hostname or source.url
+    return host.removeprefix("www.")
+
+
+def sources_said(sources: Sequence[Source], *, voice: int | None) -> str:
+    """The end of an answer that names its sources: for voice (`voice`: how many sites to
+    name at most), «Según AEMET y El País.»; else a «Fuentes:» list with each page's title and
+    address."""
+    if not sources:
+        return ""
+    if voice is not None:
+        names = list(dict.fromkeys(spoken_name(s) for s in sources))[:voice]
+        if not names:
+            return ""
+        joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " y " + names[-1]
+        return f" Según {joined}."
+    lines = "".join(f"\n{i}. {s.title} — {s.url}" for i, s in enumerate(sources, 1))
+    return f"\n\nFuentes:{lines}"
+
+
+def reply_text(end: TurnEnd, *, voice: int | None) -> str:
+    """The answer's text as the client gets it (what it will resend to continue); `voice`, for
+    a spoken one, the most sites it names."""
+    text = for_voice(end.text) if voice is not None else end.text
+    return text + sources_said(end.sources, voice=voice)
+
+
+# ---------------------------------------------------------------- the routes
+class RateLimit:
+    """At most `per_minute` requests of each key in any 60 seconds."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self.seen: dict[int, deque[float]] = {}
+
+    def allow(self, key: int) -> bool:
+        now = time.monotonic()
+        window = self.seen.setdefault(key, deque())
+        while window and window[0] <= now - 60:
+            window.popleft()
+        if len(window) >= self.per_minute:
+            return False
+        window.append(now)
+        return True
+
+
+class Endpoint:
+    def __init__(self, web: WebApp) -> None:
+        self.web = web
+        self.config = web.config.api
+        self.tokens = ApiTokens(web.store)
+        self.limit = RateLimit(self.config.requests_per_minute)
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/v1/models", self.guarded(self.models)),
+            Route("/v1/chat/completions", self.guarded(self.completions), methods=["POST"]),
+        ]
+
+    def guarded(
+        self, handler: Callable[[Request, ApiToken], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request, await self.key(request))
+            except HttpError as exc:  # the page's own refusals (busy, 409, 429) too
+                return JSONResponse(error_body(exc), exc.status)
+
+        return endpoint
+
+    async def key(self, request: Request) -> ApiToken:
+        """The live key the request bears, its holder still one of the family; 401 otherwise,
+        429 past the key's rate."""
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise ApiError(401, BAD_KEY, code="invalid_api_key")
+        found = await self.web.db(self.tokens.check, given.strip())
+        if found is None or (found.holder is not None and found.holder not in self.web.tokens):
+            raise ApiError(401, BAD_KEY, code="invalid_api_key")
+        if not self.limit.allow(found.id):
+            raise ApiError(
+                429,
+                f"Demasiadas peticiones con esta clave (máximo {self.config.requests_per_minute} "
+                "por minuto): espera un poco.",
+                code="rate_limit_exceeded",
+            )
+        return found
+
+    async def models(self, request: Request, key: ApiToken) -> Response:
+        model = {
+            "id": self.config.model_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "enlace",
+        }
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def read_body(self, request: Request) -> dict[str, Any]:
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        too_big = ApiError(413, f"La petición es demasiado grande (máximo {limit} bytes).")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            raise too_big
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise too_big
+        try:
+            data = loads_json(body)
+            json.dumps(data, ensure_ascii=False).encode()  # a lone surrogate cannot be saved
+        except (ValueError, UnicodeEncodeError):
+            raise ApiError(400, "El cuerpo no es JSON válido.") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "El cuerpo debe ser un objeto JSON.")
+        return data  # pyright: ignore[reportUnknownVariableType]
+
+    async def completions(self, request: Request, key: ApiToken) -> Response:
+        data = await self.read_body(request)
+        asked = read_asked(
+            data,
+            self.config.model_name,
+            self.config.max_messages,
+            self.web.config.max_message_chars,
+        )
+        person = key.holder or HOUSEHOLD
+        spoken = key.voice or asked.voice
+        voice = self.config.voice_sources if spoken else None
+        earlier = asked.earlier
+        found = None
+        if earlier:
+            found = await self.web.db(self.web.store.api_conversation, person, digest(earlier))
+        question = {"role": "user", "content": asked.question}
+
+        def after(conversation_id: str, end: TurnEnd) -> None:
+            said = [
+                *earlier,
+                question,
+                {"role": "assistant", "content": reply_text(end, voice=voice)},
+            ]
+            self.web.store.mark_api(person, conversation_id, key.name, digest(said))
+
+        spec = TurnSpec(
+            history=None if found is not None else earlier,
+            options=TurnOptions(instructions=asked.instructions, voice=spoken),
+            personal=key.holder is not None,
+            after=after,
+        )
+        cid = await self.web.start_turn(person, found, asked.question, spec)
+        live = self.web.live.get(cid)
+        assert live is not None  # just started: its end is scheduled on this loop, not run yet
+        completion_id = f"chatcmpl-{secrets.token_hex(12)}"
+        shape = Shape(completion_id, int(time.time()), self.config.model_name)
+        events = live.follow(self.web.config.keepalive_s)
+        if asked.stream:
+            return StreamingResponse(shape.chunks(events, voice), media_type="text/event-stream")
+        async for event in events:
+            if event is None:
+                continue
+            if event["type"] == "error":
+                raise ApiError(503, event["message"], code="model_unavailable")
+            if event["type"] == "end":
+                return JSONResponse(shape.completion(event, voice))
+        raise ApiError(503, "La respuesta se interrumpió.")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One answer in OpenAI's shapes: a `chat.completion`, or its `chat.completion.chunk`s."""
+
+    id: str
+    created: int
+    model: str
+
+    def completion(self, end: EventDict, voice: int | None) -> dict[str, Any]:
+        turn = end_of(end)
+        message = {"role": "assistant", "content": reply_text(turn, voice=voice)}
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish(end)}],
+            "sources": end["sources"],  # Enlace's: each page's title, URL and provider
+        }
+
+    def chunk(self, delta: dict[str, Any], reason: str | None = None, **more: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": reason}
+        body = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            **more,
+        }
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def chunks(
+        self, events: AsyncIterator[EventDict | None], voice: int | None
+    ) -> AsyncIterator[str]:
+        """The answer as it is written (a spoken one whole at the end: it is cleaned first);
+        Enlace's own tool calls never appear; a failure is OpenAI's error object in the
+        stream, which the `openai` client raises."""
+        yield self.chunk({"role": "assistant", "content": ""})
+        async for event in events:
+            if event is None:
+                yield ": ping\n\n"  # an SSE comment: a sign of life clients skip
+            elif event["type"] == "text" and voice is None:
+                yield self.chunk({"content": event["text"]})
+            elif event["type"] == "end":
+                turn = end_of(event)
+                spoken = voice is not None
+                tail = (
+                    reply_text(turn, voice=voice)
+                    if spoken
+                    else sources_said(turn.sources, voice=None)
+                )
+                if tail:
+                    yield self.chunk({"content": tail})
+                yield self.chunk({}, finish(event), sources=event["sources"])
+            elif event["type"] == "error":
+                error = ApiError(503, event["message"], code="model_unavailable")
+                yield f"data: {json.dumps(error_body(error), ensure_ascii=False)}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def end_of(event: EventDict) -> TurnEnd:
+    """The parts of a turn's end (as the page's event carries it) an answer's text is made of."""
+    sources = tuple(Source(**s) for s in event["sources"])
+    return TurnEnd(text=event["text"], sources=sources, messages=(), tool_rounds=0)
+
+
+def finish(end: EventDict) -> str:
+    return "length" if end.get("stopped") == "max_answer_chars" else "stop"
+
+
+def api_routes(web: WebApp) -> list[BaseRoute]:
+    """The endpoint's routes (none when `web.api.enabled` is false)."""
+    return Endpoint(web).routes() if web.config.api.enabled else []
