@@ -279,3 +279,89 @@ def test_a_voice_key_gets_a_short_plain_answer_with_its_sources_in_words(
     model_server.script = [model_server.say("- Sí.")]
     asked = h.ask(h.ana, [user("¿Hola?")], extra_body={"voice": True})
     assert asked.choices[0].message.content == "Sí."
+
+
+# ---------------------------------------------------------------- the client's own tools
+TURN_ON = {
+    "type": "function",
+    "function": {
+        "name": "HassTurnOn",
+        "description": "Turns on/opens a device or entity",
+        "parameters": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "area": {"type": "string"}},
+            "required": [],
+        },
+    },
+}
+
+
+def test_a_client_tool_call_goes_back_to_the_client_and_its_result_continues_the_turn(
+    home: Callable[..., Home], model_server: Any
+) -> None:
+    h = home()
+    model_server.script = [
+        model_server.call("buscar_en_internet", {"consulta": "tortilla"}, call_id="own1"),
+        model_server.call("HassTurnOn", {"name": "luz de la cocina"}, call_id="ha1"),
+        model_server.say("He encendido la luz de la cocina."),
+    ]
+    said: list[dict[str, Any]] = [user("Enciende la luz de la cocina")]
+    first = h.ask(h.ana, said, tools=[TURN_ON])
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls or []
+    assert (call.id, call.function.name) == ("ha1", "HassTurnOn")  # Enlace's own never leak
+    assert json.loads(call.function.arguments) == {"name": "luz de la cocina"}
+    offered = [t["function"]["name"] for t in model_server.bodies[0]["tools"]]
+    assert "buscar_en_internet" in offered and "HassTurnOn" in offered
+    # the client runs it and sends its result (as Home Assistant does: the message, then the tool's)
+    said.append(choice.message.model_dump(exclude_none=True))
+    said.append({"role": "tool", "tool_call_id": "ha1", "content": '{"success": true}'})
+    second = h.ask(h.ana, said, tools=[TURN_ON])
+    assert second.choices[0].message.content == "He encendido la luz de la cocina."
+    assert second.choices[0].finish_reason == "stop"
+    sent = model_server.bodies[2]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert sent[-1] == {"role": "tool", "tool_call_id": "ha1", "content": '{"success": true}'}
+    [only] = h.saved("Ana")  # one conversation, the question saved once
+    shown = h.store.conversation("Ana", only["id"])
+    assert shown is not None
+    assert [m["role"] for m in shown["messages"]].count("user") == 1
+    assert shown["messages"][-1]["content"] == "He encendido la luz de la cocina."
+
+
+def test_a_streamed_client_tool_call(home: Callable[..., Home], model_server: Any) -> None:
+    h = home()
+    model_server.script = [model_server.call("HassTurnOn", {"name": "radio"}, call_id="ha2")]
+    chunks = list(h.ask(h.ana, [user("Pon la radio")], tools=[TURN_ON], stream=True))
+    calls = [c for ch in chunks for c in (ch.choices[0].delta.tool_calls or [])]
+    assert [(c.id, c.function.name if c.function else None) for c in calls] == [
+        ("ha2", "HassTurnOn")
+    ]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_client_tool_named_like_enlaces_or_without_a_json_schema_is_refused(
+    home: Callable[..., Home], model_server: Any
+) -> None:
+    h = home()
+    taken = {"type": "function", "function": {"name": "buscar_en_internet", "parameters": {}}}
+    with pytest.raises(openai.BadRequestError) as caught:
+        h.ask(h.ana, [user("Hola")], tools=[taken])
+    error = error_of(caught.value)
+    assert error["code"] == "tool_name_taken" and "buscar_en_internet" in error["message"]
+    for parameters in (
+        "string",
+        {"type": "banana"},
+        {"type": "object", "properties": {"x": {"type": "cosa"}}},
+        {"type": "object", "properties": []},
+        {"type": "object", "required": "name"},
+        {"type": "string"},
+    ):
+        bad = {"type": "function", "function": {"name": "HassTurnOn", "parameters": parameters}}
+        with pytest.raises(openai.BadRequestError) as caught:
+            h.ask(h.ana, [user("Hola")], tools=[bad])
+        assert "JSON Schema" in error_of(caught.value)["message"], parameters
+    with pytest.raises(openai.BadRequestError):
+        h.ask(h.ana, [user("Hola")], tools=[{"type": "function"}])
+    assert model_server.bodies == [] and h.saved("Ana") == []

@@ -124,6 +124,7 @@ class TurnEnd:
     elapsed_s: float = field(default=0.0)
     memories: tuple[Memory, ...] = ()  # the memories the answer used («Recordé»)
     left_out: int = 0  # the oldest turns of the conversation the model did not see (no room)
+    client_calls: tuple[ToolCall, ...] = ()  # calls of the client's tools, for it to run
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +137,7 @@ class TurnEnd:
             "elapsed_s": round(self.elapsed_s, 3),
             "left_out": self.left_out,
             "left_out_notice": left_out_line(self.left_out) if self.left_out else None,
+            "client_calls": [c.to_message() for c in self.client_calls],
         }
 
 
@@ -150,6 +152,12 @@ class TurnOptions:
 
     instructions: str | None = None
     voice: bool = False
+    # The client's own tools (OpenAI specs), offered beside Enlace's: a call to one ends the turn
+    # with `TurnEnd.client_calls`, for the client to run.
+    client_tools: tuple[Mapping[str, Any], ...] = ()
+    # The history ends with the client's results of those calls: the turn goes on from there (no
+    # new question; `user_text` is the question it answers).
+    resume: bool = False
 
 
 @dataclass
@@ -206,12 +214,15 @@ class Assistant:
         active (on, not paused), its memories enter the prompt, the memory's tools (`recordar`,
         `olvidar`) are offered, and `TurnEnd` says which memories the answer used. The prompt
         has the paragraph of each tool offered (the registry's)."""
+        asked = [*map(dict, history)]
+        if options.resume:  # the question is already in the history, the calls' results after it
+            users = [i for i, m in enumerate(asked) if m.get("role") == "user"]
+            question_at = users[-1] if users else 0
+        else:
+            question_at = len(asked)
+            asked.append({"role": "user", "content": user_text})
         state = _Turn(
-            [*map(dict, history), {"role": "user", "content": user_text}],
-            time.monotonic(),
-            dict(self.tools),
-            question=user_text,
-            question_at=len(history),
+            asked, time.monotonic(), dict(self.tools), question=user_text, question_at=question_at
         )
         deadline = state.started + self.config.time_budget_s
         if memory is not None and memory.active():
@@ -240,7 +251,8 @@ class Assistant:
         for needs in ("household", "memory"):
             state.tools.update({tool_name(t): t for t in made(context, needs)})
         system = {"role": "system", "content": content}
-        specs = [t.spec for t in state.tools.values()]
+        specs = [t.spec for t in state.tools.values()] + [dict(t) for t in options.client_tools]
+        theirs = {t["function"]["name"] for t in options.client_tools}
         while True:
             offer = specs if state.rounds < self.config.max_tool_rounds else None
             structured: tuple[ToolCall, ...] = ()
@@ -284,7 +296,19 @@ class Assistant:
                     "tool_calls": [c.to_message() for c in calls],
                 }
             )
-            yield from self._run_calls(state, calls, deadline)
+            handed = [c for c in calls if c.name in theirs and c.problem is None]
+            yield from self._run_calls(state, [c for c in calls if c not in handed], deadline)
+            if handed:  # the client runs these; its results continue the turn (`resume`)
+                yield TurnEnd(
+                    text="".join(parts).strip(),
+                    sources=(),  # named when the answer is written, after the client's results
+                    messages=tuple(state.messages),
+                    tool_rounds=state.rounds,
+                    elapsed_s=time.monotonic() - state.started,
+                    left_out=state.left_out(),
+                    client_calls=tuple(handed),
+                )
+                return
             if time.monotonic() > deadline:
                 yield from self._end(state, [], "time_budget")
                 return

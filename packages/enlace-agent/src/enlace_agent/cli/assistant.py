@@ -48,7 +48,9 @@ COMMANDS: dict[str, Verb] = {
     "doctor": Verb("home", "comprueba el servidor doméstico"),
     "service": Verb("home", "los servicios del servidor doméstico: install, remove, status"),
     "model": Verb("home", "las versiones del modelo: install, list, use, rollback"),
-    "token": Verb("tokens", "las claves de la API compatible con OpenAI: create, list, revoke", True),
+    "token": Verb(
+        "tokens", "las claves de la API compatible con OpenAI: create, list, revoke", True
+    ),
 }
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
 # How to start a model server, in the hint for "nothing answers" (--jinja: the Enlace models' tool

@@ -402,11 +402,12 @@ class Store:
 
     # ---------------------------------------------------------------- answers
     def start_answer(
-        self, person: str, conversation_id: str | None, question: str
+        self, person: str, conversation_id: str | None, question: str, *, resume: bool = False
     ) -> tuple[str, int]:
         """Saves a question with the answer that will follow it (role `writing`, empty), in a
         new conversation when `conversation_id` is None; returns the conversation and the
-        answer's row. KeyError when the conversation is not this person's."""
+        answer's row. KeyError when the conversation is not this person's. `resume`: the
+        question is saved already (a turn an application's tools interrupted goes on)."""
         now = time.time()
         with self._db() as db:
             if conversation_id is None:
@@ -416,7 +417,8 @@ class Store:
                 (now, conversation_id, person),
             ).rowcount:
                 raise KeyError(conversation_id)
-            _insert_message(db, conversation_id, "user", question, now)
+            if not resume:
+                _insert_message(db, conversation_id, "user", question, now)
             return conversation_id, _insert_message(db, conversation_id, WRITING, "", now)
 
     def save_partial(self, texts: Mapping[int, str]) -> None:

@@ -325,7 +325,11 @@ class WebApp:
         live = self.live.reserve(person, conversation_id)
         try:
             conversation_id, row = await self.db(
-                self.store.start_answer, person, conversation_id, question
+                self.store.start_answer,
+                person,
+                conversation_id,
+                question,
+                resume=spec.options.resume,
             )
         except KeyError:  # deleted meanwhile
             self.live.release(live)

@@ -39,6 +39,7 @@ from starlette.routing import BaseRoute, Route
 from enlace_agent.assistant import TurnEnd, TurnOptions
 from enlace_agent.household.tokens import ApiToken, ApiTokens
 from enlace_agent.shared import as_array, as_object, loads_json
+from enlace_agent.tools import REGISTRY
 from enlace_agent.tools.protocol import Source
 from enlace_agent.web.app import HttpError, TurnSpec, WebApp
 from enlace_agent.web.live import EventDict
@@ -78,14 +79,17 @@ def error_body(exc: HttpError) -> dict[str, Any]:
 # ---------------------------------------------------------------- reading a request
 @dataclass(frozen=True)
 class Asked:
-    """A request's conversation: the client's instructions (its system messages), the earlier
-    messages (user and assistant, as plain text) and the new question."""
+    """A request's conversation: the client's instructions (its system messages), the messages
+    before the question (OpenAI's shapes, checked), the question, and after it the calls of the
+    client's tools with their results (a turn they continue); the client's tools."""
 
     instructions: str | None
-    earlier: tuple[dict[str, str], ...]
+    earlier: tuple[dict[str, Any], ...]
     question: str
+    results: tuple[dict[str, Any], ...]
     stream: bool
     voice: bool
+    tools: tuple[dict[str, Any], ...]
 
 
 def text_of(content: object, where: str) -> str:
@@ -108,10 +112,60 @@ def text_of(content: object, where: str) -> str:
     raise ApiError(400, f"{where}: «content» debe ser texto o una lista de partes.", param=where)
 
 
+def calls_of(value: object, where: str) -> list[dict[str, Any]]:
+    """An assistant message's `tool_calls`, checked and in OpenAI's shape."""
+    calls: list[dict[str, Any]] = []
+    for item in as_array(value) or []:
+        call = as_object(item) or {}
+        function = as_object(call.get("function")) or {}
+        name, arguments, call_id = function.get("name"), function.get("arguments"), call.get("id")
+        if not (isinstance(name, str) and isinstance(arguments, str) and isinstance(call_id, str)):
+            raise ApiError(
+                400,
+                f"{where}: cada llamada necesita «id» y «function» con «name» y «arguments».",
+                param=where,
+            )
+        calls.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        )
+    return calls
+
+
+def message_of(item: object, where: str) -> dict[str, Any]:
+    """One message, checked, as the loop keeps it."""
+    message = as_object(item)
+    role = message.get("role") if message is not None else None
+    if message is None or not isinstance(role, str) or role not in ROLES:
+        raise ApiError(
+            400, f"{where}: cada mensaje necesita un «role» ({', '.join(ROLES)}).", param=where
+        )
+    text = text_of(message.get("content"), where)
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str):
+            raise ApiError(400, f"{where}: falta «tool_call_id».", param=where)
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
+    if role == "assistant" and message.get("tool_calls"):
+        calls = calls_of(message.get("tool_calls"), where)
+        return {"role": "assistant", "content": text or None, "tool_calls": calls}
+    return {"role": role, "content": text}
+
+
+def said(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """What the people said in `messages`: the questions and the answers (not the calls of tools
+    nor their results)."""
+    return [
+        {"role": m["role"], "content": m["content"] or ""}
+        for m in messages
+        if m["role"] in ("user", "assistant") and not m.get("tool_calls")
+    ]
+
+
 def read_asked(
-    data: Mapping[str, Any], model_name: str, max_messages: int, max_chars: int
+    data: Mapping[str, Any], model_name: str, max_messages: int, max_chars: int, own: Sequence[str]
 ) -> Asked:
-    """The request's conversation, or an `ApiError` naming what is wrong."""
+    """The request's conversation, or an `ApiError` naming what is wrong; `own`, the names of
+    Enlace's tools (a client's tool may not take one)."""
     model = data.get("model")
     if not isinstance(model, str):
         raise ApiError(400, "Falta «model».", param="model")
@@ -130,30 +184,24 @@ def read_asked(
         raise ApiError(400, "«messages» debe ser una lista no vacía.", param="messages")
     if len(messages) > max_messages:
         raise ApiError(400, f"Demasiados mensajes (máximo {max_messages}).", param="messages")
-    instructions: list[str] = []
-    said: list[dict[str, str]] = []
-    for i, item in enumerate(messages):
-        where = f"messages[{i}]"
-        message = as_object(item)
-        role = message.get("role") if message is not None else None
-        if message is None or not isinstance(role, str) or role not in ROLES:
-            raise ApiError(
-                400, f"{where}: cada mensaje necesita un «role» ({', '.join(ROLES)}).", param=where
-            )
-        text = text_of(message.get("content"), where)
-        if role in ("system", "developer"):
-            instructions.append(text)
-        elif role == "tool":
-            raise ApiError(
-                400, f"{where}: no hay llamadas pendientes de este cliente.", param=where
-            )
-        else:
-            said.append({"role": role, "content": text})
-    if not said or said[-1]["role"] != "user" or not said[-1]["content"].strip():
+    checked = [message_of(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    instructions = [m["content"] for m in checked if m["role"] in ("system", "developer")]
+    talk = [m for m in checked if m["role"] not in ("system", "developer")]
+    users = [i for i, m in enumerate(talk) if m["role"] == "user"]
+    after = talk[users[-1] + 1 :] if users else []
+    pending = bool(after) and after[-1]["role"] == "tool"
+    if not users or not talk[users[-1]]["content"].strip() or (after and not pending):
         raise ApiError(
-            400, "El último mensaje debe ser una pregunta del usuario.", param="messages"
+            400,
+            "El último mensaje debe ser una pregunta del usuario (o los resultados de las "
+            "herramientas del cliente).",
+            param="messages",
         )
-    question = said[-1]["content"].strip()
+    if any(m["role"] == "user" for m in after) or (pending and after[0]["role"] != "assistant"):
+        raise ApiError(
+            400, "Los resultados de herramientas deben seguir a sus llamadas.", param="messages"
+        )
+    question = talk[users[-1]]["content"].strip()
     if len(question) > max_chars:
         raise ApiError(
             413, f"La pregunta es demasiado larga (máximo {max_chars}).", param="messages"
@@ -161,15 +209,102 @@ def read_asked(
     voice = data.get("voice", False)  # Enlace's own: a request may ask for a spoken answer
     if not isinstance(voice, bool):
         raise ApiError(400, "«voice» debe ser true o false.", param="voice")
+    tools = tools_of(data.get("tools"), own) if data.get("tool_choice") != "none" else ()
     joined = "\n\n".join(t for t in instructions if t.strip())
-    return Asked(joined or None, tuple(said[:-1]), question, stream, voice)
+    earlier = tuple(talk[: users[-1]])
+    return Asked(joined or None, earlier, question, tuple(after), stream, voice, tools)
 
 
-def digest(messages: Sequence[Mapping[str, str]]) -> str:
-    """What recognises a conversation a client continues: its user and assistant messages, white
-    space collapsed (a client may trim or join the streamed pieces differently)."""
-    said = [[m["role"], " ".join(m["content"].split())] for m in messages]
-    return hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).hexdigest()
+# ---------------------------------------------------------------- the client's tools
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+
+
+def schema_problem(schema: object, where: str) -> str | None:
+    """Why `schema` is not a JSON Schema (the parts a model reads), or None."""
+    node = as_object(schema)
+    if node is None:
+        return f"{where} no es un objeto"
+    kind = node.get("type")
+    kinds = as_array(kind) if not isinstance(kind, str) else [kind]
+    if kind is not None and (not kinds or any(k not in SCHEMA_TYPES for k in kinds)):
+        return f"{where}.type no es un tipo de JSON Schema"
+    children: list[tuple[str, object]] = []
+    if (properties := node.get("properties")) is not None:
+        mapping = as_object(properties)
+        if mapping is None:
+            return f"{where}.properties no es un objeto"
+        children += [(f"{where}.properties.{n}", sub) for n, sub in mapping.items()]
+    if (required := node.get("required")) is not None:
+        names = as_array(required)
+        if names is None or not all(isinstance(r, str) for r in names):
+            return f"{where}.required no es una lista de nombres"
+    if (enum := node.get("enum")) is not None and as_array(enum) is None:
+        return f"{where}.enum no es una lista"
+    for word in ("items", "additionalProperties"):
+        if (sub := node.get(word)) is not None and not isinstance(sub, bool):
+            children.append((f"{where}.{word}", sub))
+    for word in ("anyOf", "oneOf", "allOf"):
+        if (subs := node.get(word)) is not None:
+            listed = as_array(subs)
+            if listed is None:
+                return f"{where}.{word} no es una lista"
+            children += [(f"{where}.{word}[{i}]", sub) for i, sub in enumerate(listed)]
+    return next((p for path, sub in children if (p := schema_problem(sub, path))), None)
+
+
+def tools_of(value: object, own: Sequence[str]) -> tuple[dict[str, Any], ...]:
+    """The client's tools, checked: OpenAI function specs with a JSON Schema of their
+    parameters, none named like one of Enlace's (`own`)."""
+    if value is None:
+        return ()
+    listed = as_array(value)
+    if listed is None:
+        raise ApiError(400, "«tools» debe ser una lista.", param="tools")
+    tools: list[dict[str, Any]] = []
+    for i, item in enumerate(listed):
+        where = f"tools[{i}]"
+        tool = as_object(item) or {}
+        function = as_object(tool.get("function"))
+        name = function.get("name") if function is not None else None
+        if tool.get("type") != "function" or function is None or not isinstance(name, str):
+            raise ApiError(
+                400,
+                f'{where}: se espera {{"type": "function", "function": {{"name", ...}}}}.',
+                param=where,
+            )
+        if not TOOL_NAME.match(name):
+            raise ApiError(400, f"{where}: nombre de herramienta no válido.", param=where)
+        if name in own:
+            raise ApiError(
+                400,
+                f"{where}: la herramienta «{name}» se llama como una de Enlace; cámbiale el "
+                "nombre en la aplicación.",
+                param=where,
+                code="tool_name_taken",
+            )
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        problem = schema_problem(parameters, f"{where}.function.parameters")
+        if (
+            problem is None
+            and as_object(parameters)
+            and parameters.get("type", "object") != "object"
+        ):
+            problem = f"{where}.function.parameters debe ser de tipo object"
+        if problem is not None:
+            raise ApiError(400, f"{problem}: no es un JSON Schema válido.", param=where)
+        spec: dict[str, Any] = {"name": name, "parameters": parameters}
+        if isinstance(description := function.get("description"), str):
+            spec["description"] = description
+        tools.append({"type": "function", "function": spec})
+    return tuple(tools)
+
+
+def digest(messages: Sequence[Mapping[str, Any]]) -> str:
+    """What recognises a conversation a client continues: its questions and answers (`said`),
+    white space collapsed (a client may trim or join the streamed pieces differently)."""
+    kept = [[m["role"], " ".join(m["content"].split())] for m in said(messages)]
+    return hashlib.sha256(json.dumps(kept, ensure_ascii=False).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------- the answer as a client reads it
@@ -312,35 +447,36 @@ class Endpoint:
 
     async def completions(self, request: Request, key: ApiToken) -> Response:
         data = await self.read_body(request)
-        asked = read_asked(
-            data,
-            self.config.model_name,
-            self.config.max_messages,
-            self.web.config.max_message_chars,
-        )
+        own = [e.name for e in REGISTRY]
+        limits = (self.config.max_messages, self.web.config.max_message_chars)
+        asked = read_asked(data, self.config.model_name, *limits, own)
         person = key.holder or HOUSEHOLD
         spoken = key.voice or asked.voice
         voice = self.config.voice_sources if spoken else None
-        earlier = asked.earlier
-        found = None
-        if earlier:
-            found = await self.web.db(self.web.store.api_conversation, person, digest(earlier))
         question = {"role": "user", "content": asked.question}
+        resume = bool(asked.results)
+        # A continued conversation: after an answer, what came before the question; after
+        # calls of the client's tools, the question too (their results follow it).
+        before = [*asked.earlier, question] if resume else [*asked.earlier]
+        found = None
+        if before:
+            found = await self.web.db(self.web.store.api_conversation, person, digest(before))
+        history: tuple[Mapping[str, Any], ...] | None = None
+        if found is not None and resume:
+            saved = await self.web.db(self.web.store.history, person, found)
+            history = (*saved, *unanswered(saved, asked.results))
+        elif found is None:
+            history = (*before, *asked.results)
 
         def after(conversation_id: str, end: TurnEnd) -> None:
-            said = [
-                *earlier,
-                question,
-                {"role": "assistant", "content": reply_text(end, voice=voice)},
-            ]
-            self.web.store.mark_api(person, conversation_id, key.name, digest(said))
+            asked_so_far = [*asked.earlier, question]
+            if not end.client_calls:
+                reply = reply_text(end, voice=voice)
+                asked_so_far.append({"role": "assistant", "content": reply})
+            self.web.store.mark_api(person, conversation_id, key.name, digest(asked_so_far))
 
-        spec = TurnSpec(
-            history=None if found is not None else earlier,
-            options=TurnOptions(instructions=asked.instructions, voice=spoken),
-            personal=key.holder is not None,
-            after=after,
-        )
+        options = TurnOptions(asked.instructions, spoken, asked.tools, resume)
+        spec = TurnSpec(history, options, personal=key.holder is not None, after=after)
         cid = await self.web.start_turn(person, found, asked.question, spec)
         live = self.web.live.get(cid)
         assert live is not None  # just started: its end is scheduled on this loop, not run yet
@@ -359,6 +495,14 @@ class Endpoint:
         raise ApiError(503, "La respuesta se interrumpió.")
 
 
+def unanswered(
+    history: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The client's results (`tool` messages) of calls the saved history has not had answered."""
+    answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
+    return [m for m in results if m["role"] == "tool" and m["tool_call_id"] not in answered]
+
+
 @dataclass(frozen=True)
 class Shape:
     """One answer in OpenAI's shapes: a `chat.completion`, or its `chat.completion.chunk`s."""
@@ -369,7 +513,10 @@ class Shape:
 
     def completion(self, end: EventDict, voice: int | None) -> dict[str, Any]:
         turn = end_of(end)
-        message = {"role": "assistant", "content": reply_text(turn, voice=voice)}
+        message: dict[str, Any] = {"role": "assistant", "content": reply_text(turn, voice=voice)}
+        if end["client_calls"]:
+            message = {**message, "content": message["content"] or None}
+            message["tool_calls"] = end["client_calls"]
         return {
             "id": self.id,
             "object": "chat.completion",
@@ -413,6 +560,9 @@ class Shape:
                 )
                 if tail:
                     yield self.chunk({"content": tail})
+                calls = [{"index": i, **c} for i, c in enumerate(event["client_calls"])]
+                if calls:
+                    yield self.chunk({"tool_calls": calls})
                 yield self.chunk({}, finish(event), sources=event["sources"])
             elif event["type"] == "error":
                 error = ApiError(503, event["message"], code="model_unavailable")
@@ -427,6 +577,8 @@ def end_of(event: EventDict) -> TurnEnd:
 
 
 def finish(end: EventDict) -> str:
+    if end["client_calls"]:
+        return "tool_calls"
     return "length" if end.get("stopped") == "max_answer_chars" else "stop"
 
 
