@@ -365,3 +365,122 @@ def test_a_client_tool_named_like_enlaces_or_without_a_json_schema_is_refused(
     with pytest.raises(openai.BadRequestError):
         h.ask(h.ana, [user("Hola")], tools=[{"type": "function"}])
     assert model_server.bodies == [] and h.saved("Ana") == []
+
+
+# ---------------------------------------------------------------- recorded integrations
+CLIENTS = Path(__file__).parent / "fixtures" / "openai_clients"
+
+
+def test_extended_openai_conversations_request_replayed_and_parsed_as_it_parses(
+    home: Callable[..., Home], model_server: Any
+) -> None:
+    """Its body (fixture: where in its source each part comes from), not streamed; the reply
+    read as `query` and `execute_tool_calls` read it: a tool call runs in Home Assistant, its
+    result goes back with the message's model_dump, then the answer's content is spoken."""
+    recorded = json.loads((CLIENTS / "extended_openai_conversation.json").read_text())["request"]
+    h = home()
+    call = {
+        "list": [
+            {"domain": "light", "service": "turn_on", "service_data": {"entity_id": "light.cocina"}}
+        ]
+    }
+    model_server.script = [
+        model_server.call("execute_services", call, call_id="call_ha"),
+        model_server.say("Listo, la luz de la cocina está encendida."),
+    ]
+    client = h.client(h.ana)
+    messages = recorded.pop("messages")
+    response = client.chat.completions.create(messages=messages, **recorded)
+    choice = response.choices[0]
+    message = choice.message
+    assert message.tool_calls and choice.finish_reason in ("tool_calls", "stop")
+    messages.append(message.model_dump(exclude_none=True))
+    for tool in message.tool_calls:
+        assert tool.function.name == "execute_services"
+        assert json.loads(tool.function.arguments) == call
+        messages.append(
+            {"tool_call_id": tool.id, "role": "tool", "name": tool.function.name, "content": "[]"}
+        )
+    response = client.chat.completions.create(messages=messages, **recorded)
+    assert response.choices[0].finish_reason == "stop"
+    assert response.choices[0].message.content == "Listo, la luz de la cocina está encendida."
+    assert not (response.usage and response.usage.total_tokens > 13000)  # it reads usage so
+    # Home Assistant's prompt is the client's, quoted inside Enlace's; one conversation saved
+    prompt = model_server.bodies[0]["messages"][0]["content"]
+    assert prompt.startswith("Eres Enlace") and "smart home manager" in prompt
+    assert len(h.saved("Ana")) == 1
+
+
+def test_hass_local_openai_llms_request_replayed_and_parsed_as_it_parses(
+    home: Callable[..., Home], model_server: Any
+) -> None:
+    """Its streamed body (fixture), read as `_transform_stream` reads it: tool call pieces
+    gathered by id and name, arguments parsed at the finish reason; the result sent back as
+    `_convert_content_to_chat_message` writes it; then the answer's text."""
+    fixture = json.loads((CLIENTS / "hass_local_openai_llm.json").read_text())
+    recorded, headers = fixture["request"], fixture["headers"]
+    h = home()
+    model_server.script = [
+        model_server.call("HassTurnOn", {"name": "Luz de la cocina"}, call_id="call_on"),
+        model_server.say("He encendido la luz de la cocina."),
+    ]
+    client = h.client(h.ana)
+    messages = recorded.pop("messages")
+
+    def transform(stream: Any) -> tuple[str, list[dict[str, Any]]]:
+        content, pending = "", {}
+        tool_id = tool_name = None
+        calls: list[dict[str, Any]] = []
+        for event in stream:
+            if not event.choices:
+                continue
+            choice = event.choices[0]
+            for tool_call in choice.delta.tool_calls or []:
+                tool_id = tool_call.id or tool_id
+                name = tool_call.function.name if tool_call.function else None
+                tool_name = name if name and name != tool_name else tool_name
+                key = f"{tool_id}{tool_name}"
+                args = (tool_call.function.arguments if tool_call.function else "") or ""
+                if key not in pending:
+                    pending[key] = {"id": tool_id, "name": name, "args": args}
+                else:
+                    pending[key]["args"] += args
+            content += choice.delta.content or ""
+            if choice.finish_reason and pending:
+                calls = [
+                    {"id": p["id"], "name": p["name"], "args": json.loads(p["args"] or "{}")}
+                    for p in pending.values()
+                ]
+        return content, calls
+
+    stream = client.chat.completions.create(messages=messages, extra_headers=headers, **recorded)
+    content, calls = transform(stream)
+    assert calls == [{"id": "call_on", "name": "HassTurnOn", "args": {"name": "Luz de la cocina"}}]
+    messages.append(
+        {
+            "role": "assistant",
+            "content": content or None,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": c["id"],
+                    "function": {"arguments": json.dumps(c["args"]), "name": c["name"]},
+                }
+                for c in calls
+            ],
+        }
+    )
+    result = {
+        "speech": {},
+        "response_type": "action_done",
+        "data": {"success": [{"name": "Luz de la cocina"}]},
+    }
+    messages.append({"role": "tool", "tool_call_id": "call_on", "content": json.dumps(result)})
+    stream = client.chat.completions.create(messages=messages, extra_headers=headers, **recorded)
+    content, calls = transform(stream)
+    assert (content, calls) == ("He encendido la luz de la cocina.", [])
+    assert [t["function"]["name"] for t in model_server.bodies[0]["tools"]][-2:] == [
+        "HassTurnOff",
+        "HassTurnOn",
+    ]
+    assert len(h.saved("Ana")) == 1
