@@ -118,7 +118,8 @@ function listItem(c) {
   link.href = "#" + encodeURIComponent(c.id);
   if (c.id === state.current) link.className = "current";
   const when = new Date(c.updated * 1000);
-  const time = el("time", WHEN.format(when));
+  // A conversation asked through the OpenAI-compatible API says from which device («móvil»).
+  const time = el("time", WHEN.format(when) + (c.device ? " · desde «" + c.device + "»" : ""));
   time.dateTime = when.toISOString();
   link.append(el("span", c.title, "title"), time);
   link.addEventListener("click", (event) => {
