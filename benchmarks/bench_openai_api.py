@@ -18,13 +18,19 @@ import json
 import os
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_web import _conftest, echo_model, run_page, summary  # pyright: ignore[reportPrivateUsage]
+from bench_web import (  # pyright: ignore[reportPrivateUsage]
+    _conftest,
+    echo_model,
+    model_options,
+    run_page,
+    summary,
+    together,
+)
 
 
 def ask(base: str, key: str, name: str, result: dict[str, Any]) -> None:
@@ -111,8 +117,7 @@ def overhead(page: Any, model: Any, key: str, requests: int) -> tuple[list[float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients")
-    parser.add_argument("--pieces", type=int, default=10, help="pieces of each streamed answer")
-    parser.add_argument("--delay", type=float, default=0.02, help="model's pause between pieces")
+    model_options(parser)
     parser.add_argument("--requests", type=int, default=50, help="sequential requests (overhead)")
     args = parser.parse_args()
 
@@ -122,16 +127,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         page, keys = serve(helpers, model, names, Path(tmp))
         results: list[dict[str, Any]] = [{} for _ in names]
-        threads = [
-            threading.Thread(target=ask, args=(page.base, keys[n], n, r))
-            for n, r in zip(names, results, strict=True)
-        ]
-        wall = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        wall = time.perf_counter() - wall
+        calls = [(ask, (page.base, keys[n], n, r)) for n, r in zip(names, results, strict=True)]
+        wall = together(calls)
         quick = echo_model(helpers, 1, 0.0)
         page.stop()
         (Path(tmp) / "overhead").mkdir()

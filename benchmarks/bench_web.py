@@ -135,25 +135,32 @@ def run_page(
         assistant = Assistant(build_client(config, {}), tools=[], config=config)
         page = helpers.serve_in_thread(build_app(assistant, {}))
         results: list[dict[str, Any]] = [{} for _ in names]
-        threads = [
-            threading.Thread(target=chat, args=(page, n, r))
-            for n, r in zip(names, results, strict=True)
-        ]
-        wall = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        wall = time.perf_counter() - wall
+        wall = together([(chat, (page, n, r)) for n, r in zip(names, results, strict=True)])
         page.stop()
     return results, wall
+
+
+def together(calls: list[tuple[Any, tuple[Any, ...]]]) -> float:
+    """Runs every `(function, arguments)` at once, each in its own thread; the wall time."""
+    threads = [threading.Thread(target=f, args=a) for f, a in calls]
+    wall = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return time.perf_counter() - wall
+
+
+def model_options(parser: argparse.ArgumentParser) -> None:
+    """The scripted model's pace (`echo_model`): pieces of each answer and the pause between."""
+    parser.add_argument("--pieces", type=int, default=10, help="pieces of each streamed answer")
+    parser.add_argument("--delay", type=float, default=0.02, help="model's pause between pieces")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--people", type=int, default=20, help="concurrent conversations")
-    parser.add_argument("--pieces", type=int, default=10, help="pieces of each streamed answer")
-    parser.add_argument("--delay", type=float, default=0.02, help="model's pause between pieces")
+    model_options(parser)
     args = parser.parse_args()
 
     helpers = _conftest()
