@@ -17,6 +17,7 @@ from enlace_agent.shared import one_line
 if TYPE_CHECKING:
     from enlace_agent.household.database import Store
 
+COLUMNS = "id, name, holder, voice, created, revoked, last_used"  # an `ApiToken`, in order
 PREFIX = "enlace-"  # so a token found in a file says what it opens
 MAX_NAME_CHARS = 60
 
@@ -71,10 +72,7 @@ class ApiTokens:
 
     def list(self) -> list[ApiToken]:
         with self.store.transaction() as db:
-            rows = db.execute(
-                "SELECT id, name, holder, voice, created, revoked, last_used FROM api_tokens "
-                "ORDER BY id"
-            ).fetchall()
+            rows = db.execute(f"SELECT {COLUMNS} FROM api_tokens ORDER BY id").fetchall()
         return [_token(r) for r in rows]
 
     def revoke(self, token_id: int) -> ApiToken | None:
@@ -86,9 +84,7 @@ class ApiTokens:
                 (time.time(), token_id),
             )
             row = db.execute(
-                "SELECT id, name, holder, voice, created, revoked, last_used FROM api_tokens "
-                "WHERE id = ?",
-                (token_id,),
+                f"SELECT {COLUMNS} FROM api_tokens WHERE id = ?", (token_id,)
             ).fetchone()
         return _token(row) if row else None
 
@@ -96,8 +92,7 @@ class ApiTokens:
         """The live token `token` is (its last use noted), or None: unknown or revoked."""
         with self.store.transaction() as db:
             row = db.execute(
-                "SELECT id, name, holder, voice, created, revoked, last_used FROM api_tokens "
-                "WHERE token_hash = ? AND revoked IS NULL",
+                f"SELECT {COLUMNS} FROM api_tokens WHERE token_hash = ? AND revoked IS NULL",
                 (token_hash(token),),
             ).fetchone()
             if row is None:

@@ -210,8 +210,9 @@ class WebApp:
         ):
             raise HttpError(403, "Petición rechazada: falta la comprobación de seguridad.")
 
-    async def read_json(self, request: Request) -> dict[str, Any]:
-        limit = self.config.max_body_bytes
+    async def read_json(self, request: Request, limit: int | None = None) -> dict[str, Any]:
+        """The body, a JSON object of at most `limit` bytes (None: `max_body_bytes`)."""
+        limit = self.config.max_body_bytes if limit is None else limit
         declared = request.headers.get("content-length")
         if declared is not None and (not is_number(declared) or int(declared) > limit):
             raise HttpError(413, "El mensaje es demasiado grande.")

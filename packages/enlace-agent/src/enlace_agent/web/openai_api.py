@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route
 
 from enlace_agent.assistant import TurnEnd, TurnOptions
 from enlace_agent.household.tokens import ApiToken, ApiTokens
-from enlace_agent.shared import as_array, as_object, loads_json
+from enlace_agent.shared import as_array, as_object
 from enlace_agent.tools import REGISTRY
 from enlace_agent.tools.protocol import Source
 from enlace_agent.web.app import HttpError, TurnSpec, WebApp
@@ -425,28 +425,8 @@ class Endpoint:
         }
         return JSONResponse({"object": "list", "data": [model]})
 
-    async def read_body(self, request: Request) -> dict[str, Any]:
-        limit = self.config.max_body_bytes
-        declared = request.headers.get("content-length")
-        too_big = ApiError(413, f"La petición es demasiado grande (máximo {limit} bytes).")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            raise too_big
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise too_big
-        try:
-            data = loads_json(body)
-            json.dumps(data, ensure_ascii=False).encode()  # a lone surrogate cannot be saved
-        except (ValueError, UnicodeEncodeError):
-            raise ApiError(400, "El cuerpo no es JSON válido.") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "El cuerpo debe ser un objeto JSON.")
-        return data  # pyright: ignore[reportUnknownVariableType]
-
     async def completions(self, request: Request, key: ApiToken) -> Response:
-        data = await self.read_body(request)
+        data = await self.web.read_json(request, self.config.max_body_bytes)
         own = [e.name for e in REGISTRY]
         limits = (self.config.max_messages, self.web.config.max_message_chars)
         asked = read_asked(data, self.config.model_name, *limits, own)
