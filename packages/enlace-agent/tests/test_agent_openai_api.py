@@ -484,3 +484,22 @@ def test_hass_local_openai_llms_request_replayed_and_parsed_as_it_parses(
         "HassTurnOn",
     ]
     assert len(h.saved("Ana")) == 1
+
+
+def test_a_failing_model_server_is_an_openai_error_streamed_or_not(
+    home: Callable[..., Home], model_server: Any
+) -> None:
+    h = home()
+    model_server.script = [model_server.status(500, {"error": "boom"})] * 2
+    with pytest.raises(openai.InternalServerError) as caught:
+        h.ask(h.ana, [user("Hola")])
+    assert (
+        caught.value.status_code == 503
+        and "servidor del modelo" in error_of(caught.value)["message"]
+    )
+    with pytest.raises(openai.APIError) as streamed:
+        list(h.ask(h.ana, [user("Hola")], stream=True))
+    assert "servidor del modelo" in streamed.value.message
+    # the page's history says it too, as for a question asked there
+    answers = [h.store.conversation("Ana", c["id"]) for c in h.saved("Ana")]
+    assert [[m["role"] for m in a["messages"]] for a in answers if a] == [["user", "error"]] * 2
