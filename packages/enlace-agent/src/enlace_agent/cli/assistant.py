@@ -51,6 +51,7 @@ COMMANDS: dict[str, Verb] = {
     "token": Verb(
         "tokens", "las claves de la API compatible con OpenAI: create, list, revoke", True
     ),
+    "mcp": Verb("household_mcp", "la memoria y la lista de la compra por MCP (stdio o HTTP)", True),
 }
 QUIT = {"salir", "adiós", "adios", "exit", "quit"}
 # How to start a model server, in the hint for "nothing answers" (--jinja: the Enlace models' tool

@@ -222,6 +222,8 @@ class ApiConfig(StrictModel):
     """Requests one key may make in any minute; more get 429 until the minute has passed."""
     voice_sources: int = Field(default=2, ge=0, le=10)
     """Sites a spoken answer names at its end («según AEMET y El País»)."""
+    mcp_port: int = Field(default=8766, ge=1, le=65535)
+    """Port of `enlace-assistant mcp --http` (the memory and the list over MCP, same keys)."""
 
 
 class WebConfig(StrictModel):
