@@ -11,8 +11,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from enlace_agent.cli.assistant import main
 from enlace_agent.household import Store
 from enlace_agent.household.tokens import ApiTokens
@@ -76,11 +74,6 @@ def test_token_refusals_are_one_paragraph_exit_2(
         assert "Traceback" not in ran.stderr and ran.stdout == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="snapshots must treat api_tokens as a secret table (SECRET_TABLES: never archived, "
-    "the live rows kept on restore); snapshot.py is not edited on this branch (a package on main)",
-)
 def test_restoring_an_old_snapshot_never_brings_back_a_revoked_key(
     clean_env: dict[str, str], tmp_path: Path
 ) -> None:

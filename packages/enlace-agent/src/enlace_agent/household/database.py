@@ -148,7 +148,9 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-SECRET_TABLES = ("sessions",)  # sign-ins: hashes of cookies, never archived nor restored
+# Never archived nor restored (a restore keeps the live rows): sign-ins (hashes of cookies) and
+# the API's keys (a restored old snapshot must never bring back a key revoked since).
+SECRET_TABLES = ("sessions", "api_tokens")
 TITLE_CHARS = 60
 WRITING = "writing"  # the role of an answer being written (until it ends or is marked cut)
 INTERRUPTED = (
