@@ -45,15 +45,17 @@ def test_token_create_list_revoke(in_process: Callable[..., Any], tmp_path: Path
     assert rows[0] == (hashlib.sha256(token.encode()).hexdigest(), "móvil", "Ana", 0)
     assert rows[1][1:] == ("altavoz de la cocina", None, 1)
     tokens = ApiTokens(Store(database))
-    checked = tokens.check(token)
+    people = ("Ana", "Luis")
+    checked = tokens.check(token, people)
     assert checked is not None and checked.holder == "Ana" and checked.last_used is not None
-    assert tokens.check(token + "x") is None
+    assert tokens.check(token + "x", people) is None
+    assert tokens.check(token, ["Luis"]) is None  # Ana no longer in the family
     listed = in_process(main, "token", "list", *c)
     assert "móvil (Ana)" in listed.stdout and "altavoz de la cocina (casa, voz)" in listed.stdout
     assert token not in listed.stdout
     revoked = in_process(main, "token", "revoke", str(checked.id), *c)
     assert revoked.returncode == 0 and "Revocada" in revoked.stderr
-    assert tokens.check(token) is None
+    assert tokens.check(token, people) is None
     listed = json.loads(in_process(main, "token", "list", "--json", *c).stdout)
     assert listed["tokens"][0]["revoked"] is not None and listed["tokens"][1]["revoked"] is None
 
@@ -92,4 +94,4 @@ def test_restoring_an_old_snapshot_never_brings_back_a_revoked_key(
     tokens.revoke(made.id)
     for person in (None, "Ana"):
         snap.restore(h, kept.path, person=person)
-        assert ApiTokens(Store(h.database)).check(token) is None, person
+        assert ApiTokens(Store(h.database)).check(token, ["Ana"]) is None, person

@@ -49,7 +49,8 @@ def test_memory_and_list_over_http_and_stdio_isolated_by_key(tmp_path: Path) -> 
     store = Store(database)
     tokens = ApiTokens(store)
     ana, luis = tokens.create("Ana", "móvil")[0], tokens.create("Luis", "portátil")[0]
-    app = http_app(config, store, lambda given: tokens.check(given) if given else None)
+    family = ("Ana", "Luis")
+    app = http_app(config, store, lambda given: tokens.check(given, family) if given else None)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None))
     threading.Thread(target=server.run, daemon=True).start()
     deadline = time.monotonic() + 20

@@ -163,3 +163,16 @@ def household_settings(
     except SettingsError as exc:
         return f"configuración no válida.\n{exc}"
     return config, env, HouseholdPaths.of(config, env, args.config, args.env_file)
+
+
+def household_store(
+    args: argparse.Namespace,
+) -> tuple[AssistantConfig, dict[str, str], Store] | str:
+    """`household_settings`, then the household's store (`open_store`); or the Spanish reason
+    either cannot be used."""
+    settings = household_settings(args)
+    if isinstance(settings, str):
+        return settings
+    config, env, _ = settings
+    store = open_store(config.web, env)
+    return store if isinstance(store, str) else (config, env, store)

@@ -146,22 +146,18 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         from mcp.server.stdio import stdio_server
     except ImportError:
         return fail('falta el SDK de MCP: instálalo con pip install "enlace-agent[mcp]".')
-    from enlace_agent.cli.common import household_settings, open_store
+    from enlace_agent.cli.common import household_store
     from enlace_agent.household.tokens import ApiTokens
 
-    settings = household_settings(args)
-    if isinstance(settings, str):
-        return fail(settings)
-    config, env, _ = settings
-    store = open_store(config.web, env)
-    if isinstance(store, str):
-        return fail(store)
+    opened = household_store(args)
+    if isinstance(opened, str):
+        return fail(opened)
+    config, env, store = opened
     tokens = ApiTokens(store)
     people = {p.name for p in config.web.people}
 
     def live(given: str) -> ApiToken | None:
-        found = tokens.check(given) if given else None
-        return found if found and (found.holder is None or found.holder in people) else None
+        return tokens.check(given, people) if given else None
 
     if args.http:
         return _serve_http(config, store, live)

@@ -17,8 +17,7 @@ from enlace_agent.cli.common import (
     Parser,
     examples,
     fail,
-    household_settings,
-    open_store,
+    household_store,
     run_guarded,
 )
 
@@ -73,14 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.tools.shopping import ItemRefused, ShoppingList, listing
 
-    settings = household_settings(args)
-    if isinstance(settings, str):
-        return fail(settings)
-    config, env, _ = settings
-    store = open_store(config.web, env)
-    if isinstance(store, str):
-        return fail(store)
-    shopping = ShoppingList(store)
+    opened = household_store(args)
+    if isinstance(opened, str):
+        return fail(opened)
+    shopping = ShoppingList(opened[2])
     if args.command == "ver":
         items = shopping.items()
         if args.json:

@@ -19,8 +19,7 @@ from enlace_agent.cli.common import (
     Parser,
     examples,
     fail,
-    household_settings,
-    open_store,
+    household_store,
     run_guarded,
 )
 
@@ -83,10 +82,10 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
     from enlace_agent.cli.memory import unknown_person
     from enlace_agent.household.tokens import ApiTokens, TokenRefused
 
-    settings = household_settings(args)
-    if isinstance(settings, str):
-        return fail(settings)
-    config, env, _ = settings
+    opened = household_store(args)
+    if isinstance(opened, str):
+        return fail(opened)
+    config, _, store = opened
     if args.command == "create":
         if (args.person is None) == (not args.casa):
             return fail(
@@ -97,9 +96,6 @@ def _run(args: argparse.Namespace, secrets: list[str]) -> int:
             return fail("no hay nadie en web.people de assistant.yaml: añade a la familia antes.")
         if args.person is not None and (problem := unknown_person(config, args.person)):
             return fail(problem)
-    store = open_store(config.web, env)
-    if isinstance(store, str):
-        return fail(store)
     tokens = ApiTokens(store)
     if args.command == "create":
         try:

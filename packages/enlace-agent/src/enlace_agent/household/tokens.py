@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -88,14 +89,15 @@ class ApiTokens:
             ).fetchone()
         return _token(row) if row else None
 
-    def check(self, token: str) -> ApiToken | None:
-        """The live token `token` is (its last use noted), or None: unknown or revoked."""
+    def check(self, token: str, people: Collection[str]) -> ApiToken | None:
+        """The live token `token` is (its last use noted), or None: unknown, revoked, or held
+        by someone no longer among `people` (the family's names)."""
         with self.store.transaction() as db:
             row = db.execute(
                 f"SELECT {COLUMNS} FROM api_tokens WHERE token_hash = ? AND revoked IS NULL",
                 (token_hash(token),),
             ).fetchone()
-            if row is None:
+            if row is None or (row["holder"] is not None and row["holder"] not in people):
                 return None
             now = time.time()
             db.execute("UPDATE api_tokens SET last_used = ? WHERE id = ?", (now, row["id"]))

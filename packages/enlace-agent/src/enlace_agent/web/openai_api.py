@@ -404,8 +404,8 @@ class Endpoint:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             raise ApiError(401, BAD_KEY, code="invalid_api_key")
-        found = await self.web.db(self.tokens.check, given.strip())
-        if found is None or (found.holder is not None and found.holder not in self.web.tokens):
+        found = await self.web.db(self.tokens.check, given.strip(), self.web.tokens)
+        if found is None:
             raise ApiError(401, BAD_KEY, code="invalid_api_key")
         if not self.limit.allow(found.id):
             raise ApiError(
