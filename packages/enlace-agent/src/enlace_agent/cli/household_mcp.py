@@ -51,7 +51,9 @@ def key_tools(config: AssistantConfig, store: Store, key: ApiToken) -> dict[str,
     if key.holder is not None:
         view = MemoryView(MemoryStore(store, config.memory), key.holder)
         memory = view if view.active() else None
-    context = TurnContext(config, person=key.holder, household=store, memory=memory)
+    context = TurnContext(
+        config, person=key.holder, household=store, memory=memory, called_by_person=True
+    )
     tools = [*made(context, "household"), *made(context, "memory")]
     return {tool_name(t): t for t in tools}
 

@@ -168,7 +168,8 @@ REMEMBER = ToolEntry(
     status="Guardando en la memoria…",
     failed="No se ha podido guardar el recuerdo.",
     make=lambda context: RememberTool(
-        _memory_of(context), asks(context.question, context.config.memory.remember_words)
+        _memory_of(context),
+        context.called_by_person or asks(context.question, context.config.memory.remember_words),
     ),
     prompt=MEMORY_TOOLS,  # for both: one paragraph speaks of recordar and olvidar
     needs="memory",
@@ -181,7 +182,7 @@ FORGET = ToolEntry(
     make=lambda context: ForgetTool(
         _memory_of(context),
         context.numbered,
-        asks(context.question, context.config.memory.forget_words),
+        context.called_by_person or asks(context.question, context.config.memory.forget_words),
     ),
     needs="memory",
 )

@@ -90,6 +90,9 @@ class TurnContext:
     memory: MemoryView | None = None
     numbered: Sequence[Memory] = ()
     question: str = ""  # the person's message of this turn (what they asked for)
+    # The person's own program calls the tools by name (MCP with their key), no model's guess in
+    # between: a call is what they asked for, as `enlace-assistant memory add` is.
+    called_by_person: bool = False
 
 
 # What a tool needs to be offered: nothing (made once, with the assistant), the household's
