@@ -21,7 +21,25 @@ sha256=$(sed -n 's/^sdist = .*hash = "sha256:\([0-9a-f]*\)".*/\1/p' <<<"$entry" 
 [ -n "$version" ] && [ -n "$sha256" ] || { echo "llama-cpp-python's sdist is not in uv.lock" >&2; exit 1; }
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/enlace/llama.cpp-$version"
 bin="$cache/build/bin/llama-server"
-built() { [ -x "$bin" ] && [ -f "$cache/build/bin/libllama.so" ]; }
+# Shared libraries, so the binding loads the very libllama the server links. RUNPATH $ORIGIN (as
+# llama-cpp-python's own build does): the server finds them beside it and nowhere else (CMake's
+# default build RPATH ends in an empty entry, which searches the current directory).
+options=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_CUDA=OFF
+  -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+  -DLLAMA_BUILD_SERVER=ON -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN')
+if [ "$(uname -m)" = x86_64 ]; then
+  # No AMX: on a Xeon that has it (-march=native turns it on), ggml's AMX kernel for q8_0 died with
+  # SIGILL at its first tileloadd in a virtual machine like CI's, and a home server's CPU gains
+  # nothing from it. GCC and Clang keep an explicit -mno-* over -march=native's set.
+  no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  options+=("-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
+fi
+# The build remembers the options it was made with: a cached build made otherwise is made again.
+recipe=$(printf '%s\n' "${options[@]}" | sha256sum | cut -c1-16)
+built() {
+  [ -x "$bin" ] && [ -f "$cache/build/bin/libllama.so" ] &&
+    [ "$(cat "$cache/build/enlace-recipe" 2>/dev/null)" = "$recipe" ]
+}
 if ! built; then
   # One build at a time per version (two test stages, a developer beside CI, two installs): a second
   # run waits here, then finds the binary; without the lock its `rm -rf build` pulled the folder from
@@ -41,14 +59,9 @@ if ! built; then
   echo "$sha256  $archive" | sha256sum --check --quiet - >&2
   tar -xzf "$archive" -C "$work"
   rm -rf "$cache/build"
-  # Shared libraries, so the binding loads the very libllama the server links. RUNPATH $ORIGIN (as
-  # llama-cpp-python's own build does): the server finds them beside it and nowhere else (CMake's
-  # default build RPATH ends in an empty entry, which searches the current directory).
-  cmake -S "$work/llama_cpp_python-$version/vendor/llama.cpp" -B "$cache/build" \
-    -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_CUDA=OFF \
-    -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=ON -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' >&2
+  cmake -S "$work/llama_cpp_python-$version/vendor/llama.cpp" -B "$cache/build" "${options[@]}" >&2
   cmake --build "$cache/build" --target llama-server llama -j "$(nproc)" >&2
+  echo "$recipe" > "$cache/build/enlace-recipe"
   echo "built llama.cpp $version (llama-server, libllama) in $((SECONDS - start))s: $bin" >&2
 fi
 echo "$bin"

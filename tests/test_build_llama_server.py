@@ -1,4 +1,5 @@
-"""scripts/build-llama-server.sh run twice at once builds llama.cpp once and both get the binary.
+"""scripts/build-llama-server.sh: run twice at once it builds llama.cpp once and both get the
+binary; on x86-64 it builds without AMX; a cached build made with other options is made again.
 
 Two runs at once happen: the llamacpp and chat stages, a developer's helper while CI runs, two
 `install-home-server.sh`. Without a lock the second run's `rm -rf build` pulled the folder from
@@ -38,6 +39,7 @@ if [ "$1" = --build ]; then
   mkdir -p "$dir/bin" && touch "$dir/bin/libllama.so" && printf '#!/bin/sh\\n' > "$dir/bin/llama-server"
   chmod +x "$dir/bin/llama-server"; exit 0
 fi
+echo "$*" >> "$FAKE_LOG.configure"
 while [ $# -gt 0 ]; do [ "$1" = -B ] && { mkdir -p "$2" && echo "$RANDOM$$" > "$2/stamp"; }; shift; done
 """
 
@@ -92,4 +94,33 @@ def test_two_runs_at_once_build_once_and_both_succeed(checkout: dict[str, str]) 
         assert run.returncode == 0, err
     expected = f"{checkout['XDG_CACHE_HOME']}/enlace/llama.cpp-{VERSION}/build/bin/llama-server"
     assert [out.strip() for out, _ in results] == [expected, expected]
+    assert Path(checkout["FAKE_LOG"]).read_text().splitlines() == ["build"]
+
+
+def run(checkout: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = Path(checkout["REPO"]) / "scripts" / "build-llama-server.sh"
+    return subprocess.run(["bash", str(script)], env=checkout, capture_output=True, text=True)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="AMX is an x86-64 extension")
+def test_x86_builds_without_amx(checkout: dict[str, str]) -> None:
+    """ggml's AMX kernel for q8_0 died with SIGILL (tileloadd) in CI's virtual machine, a Xeon
+    whose -march=native turns AMX on: the build turns it off explicitly."""
+    assert run(checkout).returncode == 0
+    configure = Path(checkout["FAKE_LOG"] + ".configure").read_text()
+    for flag in ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"):
+        assert f"-DCMAKE_C_FLAGS={flag}" in configure or f" {flag}" in configure, configure
+        assert "-DCMAKE_CXX_FLAGS=" in configure
+
+
+def test_a_build_made_with_other_options_is_made_again(checkout: dict[str, str]) -> None:
+    """A cache from before a change of options (no record of them, or another) is rebuilt once;
+    then it is used as it is."""
+    cache = Path(checkout["XDG_CACHE_HOME"]) / "enlace" / f"llama.cpp-{VERSION}" / "build"
+    (cache / "bin").mkdir(parents=True)
+    (cache / "bin" / "libllama.so").touch()
+    (cache / "bin" / "llama-server").write_text("#!/bin/sh\n")
+    (cache / "bin" / "llama-server").chmod(0o755)
+    assert run(checkout).returncode == 0
+    assert run(checkout).returncode == 0
     assert Path(checkout["FAKE_LOG"]).read_text().splitlines() == ["build"]
