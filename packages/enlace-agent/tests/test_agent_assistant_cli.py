@@ -592,6 +592,44 @@ def test_real_gguf_model_adds_to_the_shopping_list(
     assert rows and len(rows) == len(arguments["cosas"]), (rows, arguments)
 
 
+def test_real_gguf_model_answers_through_the_openai_endpoint(
+    weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], serve_process: Any
+) -> None:
+    """Issue 38: the chat stage's real model behind `enlace-assistant serve`'s OpenAI-compatible
+    endpoint, asked with the official `openai` client and Ana's key, not streamed and streamed:
+    the search runs inside Enlace (its sources in the reply's field, no call leaks to the client)
+    and the conversation lands in Ana's history, marked with the key's device."""
+    import openai
+
+    from enlace_agent.household import Store
+    from enlace_agent.household.tokens import ApiTokens
+
+    port = _free_port()
+    question = [{"role": "user", "content": "¿Qué tiempo hará mañana en Zaragoza?"}]
+    with _real_llama_server(tmp_path / "server.log") as base:
+        config = _person_config(tmp_path, base, weather_search_config)
+        settings = json.loads(config.read_text())
+        settings["web"]["port"] = port
+        config.write_text(json.dumps(settings))
+        key = ApiTokens(Store(tmp_path / "web.sqlite3")).create("Ana", "móvil")[0]
+        serve_process(config, dict(os.environ), port)
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=300
+        )
+        answer = client.chat.completions.create(model="enlace", messages=question)  # pyright: ignore[reportArgumentType, reportCallIssue]
+        stream = client.chat.completions.create(model="enlace", messages=question, stream=True)  # pyright: ignore[reportArgumentType, reportCallIssue]
+        chunks = list(stream)
+    log = (tmp_path / "server.log").read_text(errors="replace")[-2000:]
+    message = answer.choices[0].message
+    assert message.content and message.content.strip(), log
+    assert message.tool_calls is None and answer.choices[0].finish_reason == "stop"
+    assert (answer.model_extra or {}).get("sources"), (message.content, log)  # it searched
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed.strip() and chunks[-1].choices[0].finish_reason == "stop"
+    saved = Store(tmp_path / "web.sqlite3").conversations("Ana", 10)
+    assert saved and {c["device"] for c in saved} == {"móvil"}
+
+
 def test_the_readme_library_example_runs_as_written(
     model_server: Any, setup_files: Path, clean_env: dict[str, str], capsys: Any
 ) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent.cli.assistant import main
-from enlace_agent.household.database import MIGRATIONS, SCHEMA_VERSION, Store
+from enlace_agent.household.database import Store
+from enlace_agent.household.schema import MIGRATIONS, SCHEMA_VERSION
 from enlace_agent.model_versions import CURRENT
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent.household import SCHEMA_VERSION, HouseholdPaths, Store
-from enlace_agent.household.database import MIGRATIONS
+from enlace_agent.household.schema import MIGRATIONS
 
 TODAYS_SCHEMA = 5  # what Enlace wrote before the shopping list (its own migration, 6)
 

@@ -24,7 +24,8 @@ from enlace_agent.assistant import (
     build_client,
 )
 from enlace_agent.cli.assistant import main as assistant_main
-from enlace_agent.household.database import SCHEMA_VERSION, Store
+from enlace_agent.household.database import Store
+from enlace_agent.household.schema import SCHEMA_VERSION
 from enlace_agent.memory import MemoryRefused, MemoryStore, MemoryView, secret_kind
 from enlace_agent.memory.view import prompt_line
 from enlace_agent.tools import REGISTRY

@@ -26,7 +26,8 @@ from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent import snapshot as snap
 from enlace_agent.cli.assistant import main as assistant_main
-from enlace_agent.household.database import MIGRATIONS, SCHEMA_VERSION, Store
+from enlace_agent.household.database import Store
+from enlace_agent.household.schema import MIGRATIONS, SCHEMA_VERSION
 from enlace_agent.snapshot import archive
 
 FAMILY = ("Ana", "Luis", "Marta")
@@ -828,7 +829,7 @@ def test_a_history_migrated_step_by_step_has_exactly_a_fresh_schema(home: dict[s
     """The schema check must never refuse a household's own file: one made at schema 1 and
     migrated on start, version by version, holds what a fresh database of the last version does,
     and its snapshots are made and verified."""
-    from enlace_agent.household.database import foreign_schema
+    from enlace_agent.household.schema import foreign_schema
 
     h = household(home)
     schema_1_history(h.database)

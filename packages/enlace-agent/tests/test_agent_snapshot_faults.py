@@ -30,7 +30,8 @@ from enlace_config.schema.agent import AssistantConfig
 
 from enlace_agent import files, shared
 from enlace_agent import snapshot as snap
-from enlace_agent.household.database import SCHEMA_VERSION, Store
+from enlace_agent.household.database import Store
+from enlace_agent.household.schema import SCHEMA_VERSION
 
 
 def fill(database: Path, people: int = 3, conversations: int = 5, text: str = "hola") -> None:
@@ -362,7 +363,7 @@ def test_an_archive_that_carries_its_own_sql_is_refused_naming_it(
 def test_an_older_schema_archive_is_compared_with_that_schema(
     house: snap.Household, tmp_path: Path
 ) -> None:
-    from enlace_agent.household.database import MIGRATIONS
+    from enlace_agent.household.schema import MIGRATIONS
 
     old = tmp_path / "old.sqlite3"
     with closing(sqlite3.connect(old)) as db:

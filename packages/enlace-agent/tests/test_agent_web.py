@@ -17,7 +17,7 @@ import pytest
 from enlace_config.schema.agent import AssistantConfig, WebConfig
 from pydantic import ValidationError
 
-from enlace_agent.household.database import MIGRATIONS
+from enlace_agent.household.schema import MIGRATIONS
 from enlace_agent.web import SCHEMA_VERSION, Store, StoreError, WebSetupError, resolve_tokens
 from enlace_agent.web.app import MODEL_CONTEXT, MODEL_DOWN
 

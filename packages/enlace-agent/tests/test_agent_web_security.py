@@ -21,7 +21,7 @@ from enlace_config.schema.agent import WebConfig
 from pydantic import ValidationError
 
 from enlace_agent.household import store_for
-from enlace_agent.household.database import MIGRATIONS
+from enlace_agent.household.schema import MIGRATIONS
 from enlace_agent.web import Store
 from enlace_agent.web import app as web_app
 

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent.household.database import SCHEMA_VERSION
 from enlace_agent.household.paths import HouseholdPaths
+from enlace_agent.household.schema import SCHEMA_VERSION
 from enlace_agent.model_versions import lost_version
 from enlace_agent.search.chain import SearchChain
 from enlace_agent.shared import as_array, as_object, loads_object

@@ -3,15 +3,10 @@
 Memory, snapshots, `doctor`, the model versions, the services, the tools and the page stand on it.
 """
 
-from enlace_agent.household.database import (
-    SCHEMA_VERSION,
-    Store,
-    StoreBusy,
-    StoreError,
-    store_for,
-)
+from enlace_agent.household.database import Store, StoreBusy, StoreError, store_for
 from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.household.people import WebSetupError, resolve_tokens
+from enlace_agent.household.schema import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",

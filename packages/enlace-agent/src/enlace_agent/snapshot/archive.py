@@ -30,8 +30,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
 
 from enlace_agent import files
-from enlace_agent.household.database import SCHEMA_VERSION, foreign_schema, read_only_uri
 from enlace_agent.household.paths import DATABASE as DATABASE_FILE
+from enlace_agent.household.schema import SCHEMA_VERSION, foreign_schema, read_only_uri
 from enlace_agent.snapshot.errors import ArchiveRefused, CannotDo, DiskFull
 from enlace_agent.snapshot.household import Household
 from enlace_agent.snapshot.seal import SEAL_MAGIC, unsealer

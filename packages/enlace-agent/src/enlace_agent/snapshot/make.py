@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent import files
-from enlace_agent.household.database import SECRET_TABLES, contents, has_table, read_only_uri
+from enlace_agent.household.schema import SECRET_TABLES, contents, has_table, read_only_uri
 from enlace_agent.shared import out_of_space
 from enlace_agent.snapshot.archive import (
     DATABASE,

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from enlace_agent import files, shared
-from enlace_agent.household.database import (
+from enlace_agent.household.database import Store, migrate
+from enlace_agent.household.schema import (
     SECRET_TABLES,
-    Store,
     has_table,
     keep_counters,
-    migrate,
     people,
     person_rows,
     person_tables,

@@ -9,7 +9,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from enlace_agent.household.database import SCHEMA_VERSION, StoreError
+from enlace_agent.household.database import StoreError
+from enlace_agent.household.schema import SCHEMA_VERSION
 from enlace_agent.snapshot.archive import VERIFIED
 from enlace_agent.snapshot.catalog import snapshots
 from enlace_agent.snapshot.errors import SnapshotError
