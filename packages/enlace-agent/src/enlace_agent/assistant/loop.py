@@ -227,30 +227,7 @@ class Assistant:
         deadline = state.started + self.config.time_budget_s
         if memory is not None and memory.active():
             state.memory, state.recalled = memory, memory.recall(user_text)
-        if household is None and memory is not None:
-            household = memory.memories.store
-        context = TurnContext(
-            self.config,
-            self.services,
-            person=memory.person if memory is not None else None,
-            household=household,
-            memory=state.memory,
-            numbered=state.recalled,
-            question=user_text,
-        )
-        offered = [e.prompt for e in REGISTRY if e.name in self.tools and e.prompt]
-        content = system_prompt(
-            self.config.system_prompt, self.today(), offered if self.config.max_tool_rounds else []
-        )
-        if paragraphs := prompt_paragraphs(context, "household"):
-            content += "\n\n" + "\n".join(paragraphs)
-        if state.memory is not None:
-            tools = prompt_paragraphs(context, "memory")
-            content += "\n\n" + memory_block(state.memory.person, state.recalled, tools)
-        content += client_block(options.instructions, voice=options.voice)
-        for needs in ("household", "memory"):
-            state.tools.update({tool_name(t): t for t in made(context, needs)})
-        system = {"role": "system", "content": content}
+        system = self._system(state, user_text, memory, household, options)
         specs = [t.spec for t in state.tools.values()] + [dict(t) for t in options.client_tools]
         theirs = {t["function"]["name"] for t in options.client_tools}
         while True:
@@ -312,6 +289,41 @@ class Assistant:
             if time.monotonic() > deadline:
                 yield from self._end(state, [], "time_budget")
                 return
+
+    def _system(
+        self,
+        state: _Turn,
+        user_text: str,
+        memory: MemoryView | None,
+        household: Store | None,
+        options: TurnOptions,
+    ) -> Message:
+        """The turn's system message (the prompt, each offered tool's paragraph, the memories
+        quoted as data, the client's instructions), and the turn's tools made into `state`."""
+        if household is None and memory is not None:
+            household = memory.memories.store
+        context = TurnContext(
+            self.config,
+            self.services,
+            person=memory.person if memory is not None else None,
+            household=household,
+            memory=state.memory,
+            numbered=state.recalled,
+            question=user_text,
+        )
+        offered = [e.prompt for e in REGISTRY if e.name in self.tools and e.prompt]
+        content = system_prompt(
+            self.config.system_prompt, self.today(), offered if self.config.max_tool_rounds else []
+        )
+        if paragraphs := prompt_paragraphs(context, "household"):
+            content += "\n\n" + "\n".join(paragraphs)
+        if state.memory is not None:
+            tools = prompt_paragraphs(context, "memory")
+            content += "\n\n" + memory_block(state.memory.person, state.recalled, tools)
+        content += client_block(options.instructions, voice=options.voice)
+        for needs in ("household", "memory"):
+            state.tools.update({tool_name(t): t for t in made(context, needs)})
+        return {"role": "system", "content": content}
 
     def _fit(
         self, state: _Turn, system: Message, offer: Sequence[Mapping[str, Any]] | None
