@@ -72,7 +72,7 @@ def copy_accuracy(
     return hits[0] / counts[0], hits[1] / counts[1]
 
 
-Row = tuple[bytes, list[tuple[int, int]]]  # a row of letter records and its copies' byte spans
+Row = tuple[bytes | list[int], list[tuple[int, int]]]  # a row of copy records, its copies' spans
 
 
 def letter_rows(n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
@@ -82,6 +82,16 @@ def letter_rows(n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
 
     rng = random.Random(f"copy-probe-{seed}")
     return [copy_record_row(rng, length) for _ in range(n)]
+
+
+def token_rows(ids: range, n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
+    """The letter rows' counterpart for a model with a tokenizer: n rows of records «A A» of 4-8
+    random ordinary ids (`copy_record_ids`, what `train.copy_records_share` mixes into token
+    shards, another seed)."""
+    from enlace_data.copy_records import copy_record_ids
+
+    rng = random.Random(f"copy-probe-{seed}")
+    return [copy_record_ids(rng, length, ids) for _ in range(n)]
 
 
 def letter_accuracy(predict: Callable[[list[int]], list[int]], rows: list[Row]) -> float:
@@ -100,9 +110,10 @@ def letter_accuracy(predict: Callable[[list[int]], list[int]], rows: list[Row]) 
 
 def probe(path: str, pairs: list[tuple[str, str]], rows: list[Row]) -> tuple[float, float, float]:
     """(first, second, letters): `copy_accuracy` on the books and `letter_accuracy` of a run
-    directory or checkpoint, greedy, with its own tokenizer."""
+    directory or checkpoint, greedy, with its own tokenizer (for a tokenizer other than bytes, the
+    records are of random ids: `token_rows`, as many rows)."""
     import torch
-    from enlace_data.tokenizer import load_tokenizer
+    from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
     from enlace_model.checkpoint import load_model, resolve_checkpoint
 
     checkpoint = resolve_checkpoint(path)
@@ -113,6 +124,9 @@ def probe(path: str, pairs: list[tuple[str, str]], rows: list[Row]) -> tuple[flo
             return model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
 
     first, second = copy_accuracy(predict, tokenizer.encode, pairs)
+    if not isinstance(tokenizer, ByteTokenizer):
+        ordinary = range(max(tokenizer.special_ids.values()) + 1, tokenizer.vocab_size)
+        rows = token_rows(ordinary, len(rows))
     return first, second, letter_accuracy(predict, rows)
 
 

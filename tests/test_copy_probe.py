@@ -105,3 +105,23 @@ def test_the_letter_rows_are_records_and_their_copies() -> None:
         for start, end in spans:
             copy = row[start:end]
             assert row[start - len(copy) - 1 : start] == copy + b"|", row
+
+
+def test_the_token_records_tell_a_model_that_copies_from_one_that_cannot() -> None:
+    """The same check for a model with a tokenizer (`token_rows`: «A A» of random ordinary ids):
+    the induction head copies them; a bigram model fitted to other such rows cannot (with 8,176
+    ids it would remember each pair of the very rows it is scored on)."""
+    ordinary = range(16, 8192)
+    rows = copy_probe.token_rows(ordinary, 50)
+    assert all(len(row) == 128 and len(spans) >= 7 for row, spans in rows)
+    copying = copy_probe.letter_accuracy(lambda ids: induction(ids, key_length=1), rows)
+    follows: dict[int, Counter[int]] = {}
+    for row, _ in copy_probe.token_rows(ordinary, 500, seed=2):
+        for x, y in itertools.pairwise(row):
+            follows.setdefault(x, Counter())[y] += 1
+
+    def bigram(ids: list[int]) -> list[int]:
+        return [follows[x].most_common(1)[0][0] if x in follows else x for x in ids]
+
+    blind = copy_probe.letter_accuracy(bigram, rows)
+    assert copying > 0.95 and blind < 0.05, (copying, blind)

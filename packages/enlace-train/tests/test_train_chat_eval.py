@@ -219,3 +219,44 @@ def test_remembering_instead_of_searching_counts_as_a_spurious_memory_write() ->
     r = measure_memory(lambda t: call if "buscar_en_internet" in t else t)
     assert r.memory_fidelity == 1.0
     assert r.spurious_memory_writes is not None and 0.1 < r.spurious_memory_writes < 1.0
+
+
+# The shopping list beside them: the tools a known person gets on the page.
+LIST_TOOLS = [
+    *MEMORY_TOOLS,
+    {
+        "type": "function",
+        "function": {"name": "lista_de_la_compra", "parameters": {"type": "object"}},
+    },
+]
+LIST_CONVS = [
+    normalize_conversation(c, "built-in")
+    for c in builtin_conversations("val", 240, tools=LIST_TOOLS)
+]
+
+
+def test_the_shopping_list_with_the_wrong_action_is_not_the_right_call() -> None:
+    """«Añade leche a la lista» answered with a well-formed `lista_de_la_compra` call that removes
+    (what the CPU chat model did through llama-server): the right tool, the wrong request."""
+    references = _references(LIST_CONVS)
+    firsts = [next(m for m in c["messages"] if m["role"] == "assistant") for c in LIST_CONVS]
+    actions = [
+        m["tool_calls"][0]["function"]["arguments"]["accion"]
+        for m in firsts
+        if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "lista_de_la_compra"
+    ]
+
+    def measure_list(edit: Any) -> Any:
+        def reply(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+            return [render_reply(edit(references[tuple(p)])) for p in prompts]
+
+        return evaluate_conversations(
+            LIST_CONVS, TOK, reply, context_length=4096, conversations=240, max_tokens=200
+        )
+
+    right = measure_list(lambda t: t)
+    wrong = measure_list(lambda t: re.sub(r'"accion": "[^"]*"', '"accion": "quitar"', t))
+    assert len(actions) >= 6 and {"añadir", "ver"} & set(actions) and right.tool_call == 1.0
+    not_removals = sum(a != "quitar" for a in actions)
+    assert wrong.tool_call is not None
+    assert round(wrong.tool_call * right.tool_prompts) == right.tool_prompts - not_removals

@@ -165,3 +165,31 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
     for r in rows:
         first, copy = r.split(b"\n")[0].split(b"|")
         assert first == copy and first in bytes(text.astype(np.uint8)), r
+
+
+def test_copy_records_of_token_rows_are_ids_copied_after_themselves() -> None:
+    """data.kind shards: the records are ids «A A» (4-8 of the tokenizer's ordinary ids, or spans
+    of the row's own ids), never a special id, each copy right after its original."""
+    import numpy as np
+    from enlace_config.schema import TrainConfig
+    from enlace_data.copy_records import copy_record_ids
+    from enlace_train.trainer import mix_copy_records
+
+    ordinary = range(16, 600)
+    text = np.arange(1000, 1129, dtype=np.int64)  # ids beyond `ordinary`: a copied span shows it
+    x, y = text[None, :128].repeat(4, 0), text[None, 1:129].repeat(4, 0)
+    common = {"max_steps": 10, "global_batch_size": 4, "lr": 1e-3, "copy_records_share": 1.0,
+              "copy_records_steps": 10}  # fmt: skip
+    mx, my = mix_copy_records((x, y), TrainConfig(**common), 0, "a", ordinary)
+    assert (mx[:, 1:] == my[:, :-1]).all() and all(int(i) in ordinary for i in mx.flat)
+    spans = mix_copy_records(
+        (x, y), TrainConfig(**common, copy_records_source="text"), 0, "a", ordinary
+    )
+    assert all(1000 <= int(i) < 1129 for i in spans[0].flat)
+    import random
+
+    row, copies = copy_record_ids(random.Random(0), 128, ordinary)
+    assert len(row) == 128 and copies
+    for start, end in copies:
+        n = end - start
+        assert 4 <= n <= 8 and row[start - n : start] == row[start:end]

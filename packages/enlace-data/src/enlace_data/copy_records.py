@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["LETTERS", "copy_record_row"]
+__all__ = ["LETTERS", "copy_record_ids", "copy_record_row"]
 
 # The Spanish alphabet in lower case with its accented vowels: six of the 32 take two UTF-8 bytes.
 LETTERS = "abcdefghijklmnñopqrstuvwxyzáéíóú"
@@ -44,3 +44,30 @@ def copy_record_row(
         if start + len(a) <= length:
             spans.append((start, start + len(a)))
     return bytes(row[:length]), spans
+
+
+MIN_TOKENS, MAX_TOKENS = 4, 8  # tokens of a span: about as many bytes as a name or a short phrase
+
+
+def copy_record_ids(
+    rng: random.Random, length: int, ids: range, text: list[int] | None = None
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """The token-id form of `copy_record_row`, for a model with a tokenizer: `length` ids of
+    records «A A», A 4-8 random ids out of `ids` (the tokenizer's ordinary pieces), or with `text`
+    the next 4-8 ids of it, and the spans [start, end) of the copies that end inside the row. No
+    separator: a token seldom repeats nearby, so one id already says where its copy stands (in
+    bytes one letter does not: the byte records need their «|»)."""
+    row: list[int] = []
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    while len(row) < length:
+        n = rng.randint(MIN_TOKENS, MAX_TOKENS)
+        if text is None:
+            a = [rng.choice(ids) for _ in range(n)]
+        else:
+            a, offset = text[offset : offset + n], (offset + n) % max(len(text) - n, 1)
+        start = len(row) + len(a)
+        row += a + a
+        if start + len(a) <= length:
+            spans.append((start, start + len(a)))
+    return row[:length], spans

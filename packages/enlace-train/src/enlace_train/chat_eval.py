@@ -12,7 +12,8 @@ day...) its search must name, and `answer`, the facts (a number, a time, a name)
 states. Values are compared without accents or case, as whole words. The measures:
 - turn_end: the share of all replies that end with <|im_end|> (not cut by the token limit);
 - tool_call: among first replies whose reference calls a tool, the share holding a well-formed
-  tool call (closed, JSON, a name and object arguments) naming the same tool, ending the turn;
+  tool call (closed, JSON, a name and object arguments) naming the same tool, ending the turn,
+  with the same `accion` when the reference's has one (the shopping list: add, remove or read);
 - argument_fidelity: among those with `expect.query`, the share whose call is such a call and
   whose arguments name every entity: the search carries the question;
 - spurious_calls: among first replies whose reference calls no tool, the share that call one;
@@ -60,6 +61,7 @@ TALLIES = (
     "memory",
     "memory_writes",
 )
+ACTION = "accion"  # the shopping list's argument that says what to do: añadir, quitar or ver
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 
 
@@ -70,6 +72,7 @@ class Case:
     prompt: list[int]
     first: bool  # the first reply (else: the reply after a tool result)
     tool: str | None  # first reply: the tool the reference calls
+    action: str | None  # first reply: the reference call's `accion` (the shopping list's), if any
     offered: bool  # the conversation offers tools
     entities: tuple[str, ...]  # first reply: what the call's arguments must name
     facts: tuple[str, ...]  # after a result: what the reply must state
@@ -187,9 +190,10 @@ def cases(
         if len(prompt) <= room:
             calls = messages[first]["tool_calls"]
             tool = calls[0]["function"]["name"] if calls else None
+            action = calls[0]["function"]["arguments"].get(ACTION) if calls else None
             key = "memory" if tool == REMEMBER_TOOL_NAME else "query"
             entities = tuple(expect.get(key, ())) if tool else ()
-            out.append(Case(prompt, True, tool, bool(tools), entities, (), ""))
+            out.append(Case(prompt, True, tool, action, bool(tools), entities, (), ""))
             found = True
         after = _after_result(messages)
         if after is not None:
@@ -201,7 +205,7 @@ def cases(
                     m["content"] for m in messages[:after] if m["role"] in ("user", "tool")
                 )
                 facts = tuple(expect.get("answer", ()))
-                out.append(Case(prompt, False, None, bool(tools), (), facts, given))
+                out.append(Case(prompt, False, None, None, bool(tools), (), facts, given))
                 found = True
         used += found
     return out, used
@@ -234,7 +238,12 @@ def score(
         if case.first and case.tool != REMEMBER_TOOL_NAME:
             tally["memory_writes"].append(any(c.name == REMEMBER_TOOL_NAME for c in calls or ()))
         if case.first and case.tool is not None:
-            ok = end and calls and calls[0].name == case.tool
+            ok = (
+                end
+                and calls
+                and calls[0].name == case.tool
+                and (case.action is None or calls[0].arguments.get(ACTION) == case.action)
+            )
             call = calls[0] if ok and calls else None
             tally["tool"].append(call is not None)
             if case.entities:

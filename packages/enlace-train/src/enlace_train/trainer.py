@@ -13,6 +13,7 @@ is the step's own, so a stopped and resumed CPU run matches one that never stopp
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import random
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 from enlace_config import ResolvedConfig
 from enlace_config.schema import RunConfig, TrainConfig
-from enlace_data.copy_records import LETTERS, copy_record_row
+from enlace_data.copy_records import LETTERS, copy_record_ids, copy_record_row
 from enlace_data.loader import build_loader, eval_batches, split_bytes_per_token
 from enlace_data.stream import StreamLoader
 from enlace_model import Transformer, build_model, count_parameters, flops_per_token
@@ -167,25 +168,50 @@ def out_of_memory(cfg: RunConfig, world_size: int) -> OutOfMemory:
 
 
 def mix_copy_records(
-    batch: Sequence[np.ndarray[Any, Any]], tc: TrainConfig, step: int, draw: str
+    batch: Sequence[np.ndarray[Any, Any]],
+    tc: TrainConfig,
+    step: int,
+    draw: str,
+    token_ids: range | None = None,
 ) -> Sequence[np.ndarray[Any, Any]]:
     """A bytes micro-batch (inputs, targets) with some rows replaced by synthetic copy records
     (enlace_data/copy_records.py): each row with probability train.copy_records_share, falling
     linearly to zero at train.copy_records_steps. `draw` names the micro-batch (seed, step,
-    micro-step, rank), so a resumed run draws the same rows."""
+    micro-step, rank), so a resumed run draws the same rows. `token_ids`: the tokenizer's ordinary
+    ids, for token rows (data.kind shards): their records are ids (`copy_record_ids`)."""
     share = tc.copy_records_share * max(0.0, 1.0 - step / max(tc.copy_records_steps, 1))
     if share <= 0:
         return batch
     x, y = (a.copy() for a in batch)
     rng = random.Random(f"copy-records-{draw}")
     for r in range(x.shape[0]):
-        if rng.random() < share:
-            text = bytes(x[r].astype(np.uint8)) if tc.copy_records_source == "text" else None
+        if rng.random() >= share:
+            continue
+        text = tc.copy_records_source == "text"
+        if token_ids is not None:
+            record, _ = copy_record_ids(
+                rng, x.shape[1] + 1, token_ids, x[r].tolist() if text else None
+            )
+            ids = np.asarray(record, dtype=x.dtype)
+        else:
             letters = LETTERS[: tc.copy_records_letters]
-            row, _ = copy_record_row(rng, x.shape[1] + 1, text, letters)
+            row, _ = copy_record_row(
+                rng, x.shape[1] + 1, bytes(x[r].astype(np.uint8)) if text else None, letters
+            )
             ids = np.frombuffer(row, dtype=np.uint8)
-            x[r], y[r] = ids[:-1], ids[1:]
+        x[r], y[r] = ids[:-1], ids[1:]
     return x, y
+
+
+@functools.cache
+def copy_token_ids(kind: str, path: str, vocab_size: int) -> range | None:
+    """The ids copy records draw from: None for bytes (the records are letters); for token shards
+    the tokenizer's ids after its special tokens (byte pieces and ordinary pieces)."""
+    if kind == "bytes":
+        return None
+    from enlace_data.tokenizer import load_tokenizer
+
+    return range(max(load_tokenizer(path).special_ids.values()) + 1, vocab_size)
 
 
 DIVERGED_FIX = (
@@ -216,7 +242,8 @@ def train_step(
             batch = next(training.loader)  # x, y (, segments)
             if tc.copy_records_share:
                 draw = f"{tc.seed}-{prog.step}-{micro}-{info.rank}"
-                batch = mix_copy_records(batch, tc, prog.step, draw)
+                ordinary = copy_token_ids(cfg.data.kind, cfg.data.path, cfg.model.vocab_size)
+                batch = mix_copy_records(batch, tc, prog.step, draw, ordinary)
             batch = [backend.to_device(a) for a in batch]
             # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only
             with distributed.gradient_sync(wrapped, micro == accum - 1):

@@ -85,10 +85,11 @@ class RunConfig(StrictModel):
         if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
             yield from batch_split_problems(hardware, train)
         copying = isinstance(train, TrainConfig) and train.copy_records_share
-        if copying and isinstance(data, DataConfig) and data.kind != "bytes":
+        if copying and isinstance(data, DataConfig) and data.kind not in ("bytes", "shards"):
             yield FieldProblem(
                 "train.copy_records_share",
-                f"copy records are byte rows, mixed into data.kind bytes only, not {data.kind}; "
+                f"copy records are mixed into pretraining rows (data.kind bytes or shards), not "
+                f"{data.kind}; "
                 "set it to 0 for this run",
                 ("data.kind",),
             )

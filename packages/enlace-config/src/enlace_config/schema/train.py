@@ -57,19 +57,21 @@ class TrainConfig(StrictModel):
     z_loss_weight: NonNegativeFloat = 1e-4
     """Weight of the z-loss term."""
     copy_records_share: float = Field(default=0.0, ge=0, le=1)
-    """data.kind bytes: share of the training rows replaced by synthetic copy records («qwhfk|qwhfk»,
-    enlace_data/copy_records.py) at step 0, falling linearly to none at copy_records_steps. Dense
-    copy signal early in pretraining, so that a small base forms the attention that copies from its
-    context (issue 35); 0: the data as it is."""
+    """data.kind bytes or shards: share of the training rows replaced by synthetic copy records
+    («qwhfk|qwhfk» in bytes, «A A» of token ids in shards: enlace_data/copy_records.py) at step 0,
+    falling linearly to none at copy_records_steps. Dense copy signal early in pretraining, so that
+    a small base forms the attention that copies from its context (issue 35); 0: the data as it
+    is."""
     copy_records_steps: NonNegativeInt = 0
     """Step at which the copy records' share has fallen to zero (see copy_records_share)."""
     copy_records_letters: int = Field(default=32, ge=2, le=32)
-    """copy_records_source letters: how many letters of the alphabet (enlace_data/copy_records.py)
+    """copy_records_source letters, bytes: how many letters of the alphabet (enlace_data/copy_records.py)
     the records draw from. With few, one letter does not tell where a copy stands (it occurs
     several times nearby), so the model must learn to match several bytes, as natural text needs."""
     copy_records_source: Literal["letters", "text"] = "letters"
-    """What the copy records copy: 5-8 random letters, or 10-20-byte spans of the row's own text
-    (natural text: several bytes, not one, tell where a span stands)."""
+    """What the copy records copy: 5-8 random letters (4-8 random ordinary ids in token shards), or
+    spans of the row's own text (10-20 bytes, or 4-8 ids: several bytes, not one, tell where a span
+    of natural text stands)."""
     log_every: PositiveInt = 10
     """Steps between log lines / metrics rows."""
     eval_every: PositiveInt = 100
