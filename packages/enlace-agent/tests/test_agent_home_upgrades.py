@@ -122,7 +122,7 @@ def test_model_server_dying_mid_answer_then_back(
     question stays, and the next question is answered once the server is back."""
     import socket
 
-    from enlace_agent.web.app import MODEL_BROKEN, MODEL_DOWN
+    from enlace_agent.web.core import MODEL_BROKEN, MODEL_DOWN
 
     def dies(h: Any, body: Any) -> None:
         h.send_response(200)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from enlace_agent.household.schema import MIGRATIONS
 from enlace_agent.web import SCHEMA_VERSION, Store, StoreError, WebSetupError, resolve_tokens
-from enlace_agent.web.app import MODEL_CONTEXT, MODEL_DOWN
+from enlace_agent.web.core import MODEL_CONTEXT, MODEL_DOWN
 
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
 XSS = "<img src=x onerror=alert(1)>"

@@ -406,7 +406,7 @@ def test_the_next_question_is_taken_as_soon_as_the_answer_is_seen(
     asks again the moment the answer is shown is answered, never told to wait (409): the final
     event and the turn's end happen together (test_model_server_dying_mid_answer_then_back failed
     one run in three on 2 busy cores)."""
-    from enlace_agent.web.app import WebApp
+    from enlace_agent.web.core import WebApp
 
     real = WebApp.run_turn
 

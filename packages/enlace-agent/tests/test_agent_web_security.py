@@ -22,8 +22,7 @@ from pydantic import ValidationError
 
 from enlace_agent.household import store_for
 from enlace_agent.household.schema import MIGRATIONS
-from enlace_agent.web import Store
-from enlace_agent.web import app as web_app
+from enlace_agent.web import Store, guard
 
 OLD_TOKEN = "ana-old-token-0123456789"
 NEW_TOKEN = "ana-new-token-9876543210"
@@ -58,14 +57,14 @@ def test_the_issues_rebinding_attack_gets_no_session(web_page: Callable[..., Any
     )
     assert login.status_code == 421, login.text
     assert "set-cookie" not in login.headers
-    assert login.json() == {"error": web_app.HOST_REFUSED}
+    assert login.json() == {"error": guard.HOST_REFUSED}
     # Nothing else answers under that name either, reads included, with or without Origin.
     ana = page.login("Ana")
     for path in ("/", "/api/people", "/api/me", "/api/conversations", "/static/app.js"):
         for named in (headers, as_host(page, "rebind.example:{port}")):
             refused = ana.get(path, headers=named)
             assert refused.status_code == 421, path
-            assert refused.json() == {"error": web_app.HOST_REFUSED}
+            assert refused.json() == {"error": guard.HOST_REFUSED}
     assert "Ana" not in ana.get("/api/people", headers=headers).text
 
 
@@ -105,7 +104,7 @@ def test_origin_is_checked_against_the_same_names_scheme_and_port_included(
         headers = {"Origin": origin.format(port=port_of(page))}
         refused = ana.post("/api/conversations", json=body, headers=headers)
         assert refused.status_code == 403, origin
-        assert refused.json() == {"error": web_app.ORIGIN_REFUSED}
+        assert refused.json() == {"error": guard.ORIGIN_REFUSED}
         assert ana.get("/api/conversations", headers=headers).status_code == 403, origin
     # The page under another of its own names is the same page.
     same = {"Origin": f"http://localhost:{port_of(page)}"}
@@ -133,14 +132,14 @@ def test_the_names_of_a_page_listening_on_the_home_network() -> None:
     lan = WebConfig.model_validate({"host": "0.0.0.0", "allowed_hosts": ["casa.local"]})
     # A connection that arrived at 192.168.1.20: that address is the page's own (never a
     # rebound name); loopback names only on a loopback connection.
-    assert web_app.own_hosts(lan, ("192.168.1.20", 8765)) == {
+    assert guard.own_hosts(lan, ("192.168.1.20", 8765)) == {
         "192.168.1.20:8765",
         "casa.local",
         "casa.local:8765",
     }
-    assert "localhost:8765" in web_app.own_hosts(lan, ("127.0.0.1", 8765))
+    assert "localhost:8765" in guard.own_hosts(lan, ("127.0.0.1", 8765))
     one = WebConfig.model_validate({"host": "fe80::1"})
-    assert web_app.own_hosts(one, ("fe80::1", 80)) == {"[fe80::1]:80", "[fe80::1]"}
+    assert guard.own_hosts(one, ("fe80::1", 80)) == {"[fe80::1]:80", "[fe80::1]"}
 
 
 def test_the_allow_list_accepts_host_names_only() -> None:
@@ -324,16 +323,16 @@ def test_every_response_has_the_security_headers_and_errors_are_spanish_json(
         "other host": stranger.get("/", headers=as_host(page, "rebind.example:{port}")),
     }
     for name, response in responses.items():
-        for header, value in web_app.SECURITY_HEADERS.items():
+        for header, value in guard.SECURITY_HEADERS.items():
             assert response.headers.get(header) == value, (name, header)
     errors = {
-        "static missing": (404, web_app.NOT_FOUND),
-        "static escape": (404, web_app.NOT_FOUND),
-        "route missing": (404, web_app.NOT_FOUND),
-        "method": (405, web_app.METHOD_REFUSED),
-        "static method": (405, web_app.METHOD_REFUSED),
+        "static missing": (404, guard.NOT_FOUND),
+        "static escape": (404, guard.NOT_FOUND),
+        "route missing": (404, guard.NOT_FOUND),
+        "method": (405, guard.METHOD_REFUSED),
+        "static method": (405, guard.METHOD_REFUSED),
         "signed out": (401, "Tienes que entrar de nuevo."),
-        "other host": (421, web_app.HOST_REFUSED),
+        "other host": (421, guard.HOST_REFUSED),
     }
     for name, (status, message) in errors.items():
         response = responses[name]
@@ -344,6 +343,6 @@ def test_every_response_has_the_security_headers_and_errors_are_spanish_json(
     (tmp_path / "web.sqlite3").write_bytes(b"not a database" * 512)
     broken = ana.get("/api/conversations")
     assert broken.status_code == 500
-    assert broken.json() == {"error": web_app.SERVER_FAULT}
-    for header, value in web_app.SECURITY_HEADERS.items():
+    assert broken.json() == {"error": guard.SERVER_FAULT}
+    for header, value in guard.SECURITY_HEADERS.items():
         assert broken.headers.get(header) == value, header

@@ -98,7 +98,7 @@ def _serve(args: argparse.Namespace, secrets: list[str]) -> int:
         import uvicorn
 
         from enlace_agent.web import StoreError, WebSetupError, build_app, resolve_tokens
-        from enlace_agent.web.app import WILDCARD_HOSTS
+        from enlace_agent.web.guard import WILDCARD_HOSTS
     except ImportError:
         return fail(NO_EXTRA)
     from enlace_agent.household import HouseholdPaths

@@ -41,7 +41,7 @@ from enlace_agent.household.tokens import ApiToken, ApiTokens
 from enlace_agent.shared import as_array, as_object
 from enlace_agent.tools import REGISTRY
 from enlace_agent.tools.protocol import Source
-from enlace_agent.web.app import HttpError, TurnSpec, WebApp
+from enlace_agent.web.core import HttpError, TurnSpec, WebApp
 from enlace_agent.web.live import EventDict
 
 HOUSEHOLD = "(casa)"  # whose history a household device's conversations are kept in
