@@ -174,7 +174,7 @@ def mix_copy_records(
     draw: str,
     token_ids: range | None = None,
 ) -> Sequence[np.ndarray[Any, Any]]:
-    """A bytes micro-batch (inputs, targets) with some rows replaced by synthetic copy records
+    """A micro-batch (inputs, targets) of bytes or token ids with some rows replaced by copy records
     (enlace_data/copy_records.py): each row with probability train.copy_records_share, falling
     linearly to zero at train.copy_records_steps. `draw` names the micro-batch (seed, step,
     micro-step, rank), so a resumed run draws the same rows. `token_ids`: the tokenizer's ordinary
