@@ -53,6 +53,11 @@ def test_the_tally_tells_a_model_that_reads_from_one_that_does_not(tmp_path: Pat
     searches = reading_probe.tally(
         convs, [[ToolCall("buscar_en_internet", {"accion": "ver"})]] * len(convs)
     )
-    assert all(r == n for r, n in reads.values())
+    assert all(r == n for r, n in reads.values()) and reading_probe.balanced(reads) == 1.0
     assert usual["ver"][0] == usual["ver"][1] and usual["añadir"][0] == usual["quitar"][0] == 0
+    assert abs(reading_probe.balanced(usual) - 1 / 3) < 1e-9
+    orders_alike = [  # the question told apart, every order answered «añadir»
+        call("ver" if reading_probe.action_of(c, None)[0] == "ver" else "añadir") for c in convs
+    ]
+    assert abs(reading_probe.balanced(reading_probe.tally(convs, orders_alike)) - 2 / 3) < 1e-9
     assert sum(r for r, _ in searches.values()) == 0  # another tool with the same words is wrong
