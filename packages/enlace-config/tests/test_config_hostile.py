@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from enlace_config import ConfigError, compose, load_run_config
+from enlace_config import ConfigError, load_run_config, yamlio
 from enlace_config.cli import main
 from enlace_config.errors import MAX_OF_A_KIND
 
@@ -63,7 +63,7 @@ def test_twenty_thousand_unknown_keys_are_counted_not_listed(
     keys = "".join(f"  bogus_{i}: {i}\n" for i in range(n))
     root = write_tree({"runs/many.yaml": f"include:\n  model: model/tiny.yaml\ntrain:\n{keys}"})
     walked = 0  # key paths the merge visits: it scanned every origin per key (n**2) before
-    paths = compose._paths
+    paths = yamlio.key_paths
 
     def counting_paths(
         value: object, at: tuple[str | int, ...] = ()
@@ -73,7 +73,7 @@ def test_twenty_thousand_unknown_keys_are_counted_not_listed(
         walked += len(found)
         return found
 
-    monkeypatch.setattr(compose, "_paths", counting_paths)
+    monkeypatch.setattr(yamlio, "key_paths", counting_paths)
     start = time.monotonic()
     assert main(["check", str(root / "runs/many.yaml")]) == 2
     assert 0 < walked < 10 * n

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from enlace_config import ConfigError, load_config
-from enlace_config.compose import schema_default
 from enlace_config.schema.agent import AssistantConfig
 from enlace_config.schema.run import RunConfig
+from enlace_config.schema_keys import schema_default
 
 BRAVE_LIKE = "BSAkR3xQ9vLmN2pT7wY4zH8jF1cD6gE"  # Brave Search API keys look like this
 HEX_TOKEN = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

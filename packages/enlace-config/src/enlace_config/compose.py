@@ -8,15 +8,14 @@ anything is raised, so one ConfigError lists them all.
 """
 
 import contextlib
-import copy
 import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast, get_args, get_origin, overload
+from typing import Any, Generic, TypeVar, overload
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from enlace_config.errors import (
     MAX_OF_A_KIND,
@@ -31,14 +30,25 @@ from enlace_config.errors import (
 from enlace_config.registry import RUNS_FOLDER, known_folders, schema_for
 from enlace_config.schema.base import FieldProblem, FieldProblems
 from enlace_config.schema.run import RunConfig
+from enlace_config.schema_keys import (
+    check_override_path,
+    did_you_mean,
+    model_at,
+    model_in,
+    unknown_key_message,
+)
 from enlace_config.yamlio import (
     KeyPath,
     YamlDoc,
-    as_list,
     as_mapping,
+    dotted,
+    drop_key,
     dump_scalar,
+    merge,
     parse_yaml,
     read_yaml_file,
+    replace_subtree,
+    value_at,
 )
 
 CONFIGS_DIRNAME = "configs"
@@ -79,138 +89,6 @@ def kind_of(path: Path) -> str | None:
     outside a folder named `configs` (the file is then read as a run file)."""
     root = _configs_ancestor(path)
     return _folder_under(path, root) if root is not None else None
-
-
-# ---- Trees with origins --------------------------------------------------------------------------
-def _dotted(path: Sequence[str | int]) -> str:
-    return ".".join(str(p) for p in path)
-
-
-def _paths(value: Any, at: KeyPath = ()) -> list[KeyPath]:
-    """`at` and the key path of everything inside `value`."""
-    mapping, items = as_mapping(value), as_list(value)
-    children = mapping.items() if mapping is not None else enumerate(items or [])
-    return [at, *(p for key, child in children for p in _paths(child, (*at, key)))]
-
-
-def _replace_subtree(
-    dst: YamlDoc, src: YamlDoc, dst_at: KeyPath, src_at: KeyPath, old: Any
-) -> None:
-    """Where `dst` now holds src's value at `src_at` (was `old`), take src's origins and texts.
-
-    Walks the old and the new value only, so that merging stays linear in the size of the files.
-    """
-    old_paths, new_paths = _paths(old), _paths(_value_at(src.data, src_at))
-
-    def move(store: dict[KeyPath, Any], incoming: dict[KeyPath, Any]) -> None:
-        for path in old_paths:
-            store.pop(dst_at + path, None)
-        for path in new_paths:
-            if src_at + path in incoming:
-                store[dst_at + path] = incoming[src_at + path]
-
-    move(dst.origins, src.origins)
-    move(dst.raw, src.raw)
-
-
-def _value_at(data: Any, path: KeyPath) -> Any:
-    for part in path:
-        data = data[part]
-    return data
-
-
-def _merge(dst: YamlDoc, src: YamlDoc, dst_at: KeyPath = (), src_at: KeyPath = ()) -> None:
-    """Deep-merge the mapping in `src` at `src_at` over the one in `dst` at `dst_at`.
-
-    Mappings merge key by key; anything else (lists included) replaces; an empty value (null) over a
-    mapping leaves the mapping as it was.
-    """
-    target: dict[str, Any] = _value_at(dst.data, dst_at)
-    for key, value in cast(dict[str, Any], _value_at(src.data, src_at)).items():
-        dpath, spath = (*dst_at, key), (*src_at, key)
-        current = as_mapping(target.get(key))
-        if current is not None and value is None:
-            continue  # `train:` with every line below commented out changes nothing
-        if current is not None and as_mapping(value) is not None:
-            _merge(dst, src, dpath, spath)
-            dst.origins.setdefault(dpath, src.origins.get(spath, Origin.default("merged")))
-        else:
-            old = target.get(key)
-            target[key] = copy.deepcopy(cast(object, value))
-            _replace_subtree(dst, src, dpath, spath, old)
-
-
-def _drop_key(doc: YamlDoc, key: str) -> tuple[Any, Origin | None]:
-    """Remove a top-level key (and its origins) from a document; return its value and origin."""
-    value = doc.data.pop(key, None)
-    origin = doc.origins.get((key,))
-    for store in (doc.origins, doc.raw):
-        for k in [k for k in store if k[:1] == (key,)]:
-            del store[k]
-    return value, origin
-
-
-# ---- Schema walking ------------------------------------------------------------------------------
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation (`Model`, `Model | None`, `list[Model]`)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
-
-
-def _model_at(schema: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = schema
-    for part in loc:
-        if model is None:
-            return None
-        if isinstance(part, int):
-            continue  # a list item: same model as the list's items
-        info = model.model_fields.get(part)
-        model = _model_in(info.annotation) if info is not None else None
-    return model
-
-
-def schema_default(schema: type[BaseModel], key: str) -> Any:
-    """The default of the dotted `key` (`train.grad_clip`) in `schema`, as a resolved config's
-    `to_dict()` holds it (JSON form). KeyError when the schema has no such key or the key is
-    required (it has no default)."""
-    *sections, leaf = key.split(".")
-    model = _model_at(schema, sections)
-    info = model.model_fields.get(leaf) if model is not None else None
-    if info is None or info.annotation is None or info.is_required():
-        raise KeyError(key)
-    default = info.get_default(call_default_factory=True)
-    return TypeAdapter[Any](info.annotation).dump_python(default, mode="json")
-
-
-def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _unknown_key_message(name: str, choices: Sequence[str]) -> str:
-    hint = _did_you_mean(name, choices)
-    if hint:
-        return f"unknown key{hint}"
-    return f"unknown key (the keys here are: {', '.join(choices)})"
-
-
-def _check_override_path(schema: type[BaseModel], path: Sequence[str]) -> str | None:
-    """Why `path` names no key of `schema` (None when it does)."""
-    model: type[BaseModel] | None = schema
-    for i, part in enumerate(path):
-        if model is None:
-            return f"{_dotted(path[:i])} is a value, not a section: nothing below it to set"
-        names = list(model.model_fields)
-        if part not in names:
-            where = f" in {_dotted(path[:i])}" if i else ""
-            hint = _did_you_mean(part, names)
-            return f"unknown key {part!r}{where}{hint or ' (keys here: ' + ', '.join(names) + ')'}"
-        info = model.model_fields[part]
-        model = _model_in(info.annotation)
-        if model is not None and get_origin(info.annotation) is list:
-            model = None  # no overrides inside list items: override the whole list
-    return None
 
 
 # ---- Validation errors, translated ---------------------------------------------------------------
@@ -257,8 +135,8 @@ def _reading_order(problems: Sequence[Problem]) -> list[Problem]:
 
 def _field_problem(fp: FieldProblem, loc: KeyPath, doc: YamlDoc) -> Problem:
     key, *related = ((*loc, *k.split(".")) for k in (fp.key, *fp.related))
-    with_origins = tuple((_dotted(r), _origin_for(doc, r)) for r in related)
-    return Problem(fp.message, _dotted(key), _origin_for(doc, key), with_origins)
+    with_origins = tuple((dotted(r), _origin_for(doc, r)) for r in related)
+    return Problem(fp.message, dotted(key), _origin_for(doc, key), with_origins)
 
 
 def _cross_section_problems(exc: ValidationError, doc: YamlDoc) -> list[Problem]:
@@ -273,7 +151,7 @@ def _cross_section_problems(exc: ValidationError, doc: YamlDoc) -> list[Problem]
     data = as_mapping(doc.data) or {}
     sections: dict[str, object] = {}
     for name, info in RunConfig.model_fields.items():
-        model = _model_in(info.annotation)
+        model = model_in(info.annotation)
         if name not in failed and name in data and model is not None:
             with contextlib.suppress(ValidationError):
                 sections[name] = model.model_validate(data[name])
@@ -297,12 +175,12 @@ def _translate(
         if err["type"] == "value_error" and isinstance(cause, FieldProblems):
             problems.extend(_field_problem(fp, loc, doc) for fp in cause.problems)
             continue
-        etype, parent = err["type"], _model_at(schema, loc[:-1])
+        etype, parent = err["type"], model_at(schema, loc[:-1])
         if etype == "extra_forbidden":
             names = list(parent.model_fields) if parent is not None else []
             unknown += 1  # past the ones listed, no hint: difflib on thousands takes seconds
             hinted = unknown <= MAX_OF_A_KIND
-            message = _unknown_key_message(str(loc[-1]), names) if hinted else "unknown key"
+            message = unknown_key_message(str(loc[-1]), names) if hinted else "unknown key"
         elif etype == "missing":
             info = parent.model_fields.get(str(loc[-1])) if parent is not None else None
             described = f" ({info.description})" if info is not None and info.description else ""
@@ -313,13 +191,13 @@ def _translate(
                     "the section in the run file"
                 )
         else:
-            secret = names_secret(_dotted(loc))
+            secret = names_secret(dotted(loc))
             message = f"got {quote(err.get('input'), secret=secret)}: {_expected(err['msg'])}"
             if etype == "literal_error":
                 choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-                message += _did_you_mean(str(err.get("input")), choices)
+                message += did_you_mean(str(err.get("input")), choices)
         kind = "unknown key" if etype == "extra_forbidden" else etype
-        problems.append(Problem(message, _dotted(loc) or None, _origin_for(doc, loc), kind=kind))
+        problems.append(Problem(message, dotted(loc) or None, _origin_for(doc, loc), kind=kind))
     return problems
 
 
@@ -365,7 +243,7 @@ def _load_layer(
                 last, message=last.message + _missing_file_hint(path, root, slot)
             )
         return None
-    include, include_origin = _drop_key(doc, INCLUDE_KEY)
+    include, include_origin = drop_key(doc, INCLUDE_KEY)
     if include is None:
         return doc
     as_slot_map = as_mapping(include)
@@ -382,7 +260,7 @@ def _load_layer(
         root / include, slot, root, (*chain, real), problems, key=INCLUDE_KEY, via=include_origin
     )
     if base is not None:
-        _merge(base, doc)
+        merge(base, doc)
         base.origins[()] = Origin.in_file(path)
     return base
 
@@ -399,7 +277,7 @@ def _override_error(name: str, has_equals: bool, text: str, schema: type[BaseMod
         )
     if not all(name.split(".")):
         return f"{quote(name)} is not a dotted key path (like train.lr)"
-    return _check_override_path(schema, name.split("."))
+    return check_override_path(schema, name.split("."))
 
 
 def _apply_overrides(
@@ -429,7 +307,7 @@ def _apply_overrides(
         for i in reversed(range(len(path))):
             single.data = {path[i]: single.data}
             single.origins[path[: i + 1]] = origin
-        _merge(doc, single)
+        merge(doc, single)
 
 
 # ---- Results -------------------------------------------------------------------------------------
@@ -439,7 +317,7 @@ def _leaf_origins(data: Any, doc: YamlDoc, at: KeyPath, out: dict[str, Origin]) 
         for key, value in mapping.items():
             _leaf_origins(value, doc, (*at, key), out)
         return
-    out[_dotted(at)] = doc.origins.get(at, Origin.default("schema default"))
+    out[dotted(at)] = doc.origins.get(at, Origin.default("schema default"))
 
 
 def _emit(
@@ -448,15 +326,15 @@ def _emit(
     lines: list[str] = []
     pad = "  " * indent
     for key, value in data.items():
-        dotted = f"{at}.{key}" if at else key
+        full = f"{at}.{key}" if at else key
         section = as_mapping(value)
         if section:
             lines.append(f"{pad}{key}:")
-            lines.extend(_emit(section, origins, indent + 1, dotted))
+            lines.extend(_emit(section, origins, indent + 1, full))
             continue
         line = f"{pad}{key}: {dump_scalar(value)}"
-        if origins is not None and dotted in origins:
-            line += f"  # {origins[dotted]}"
+        if origins is not None and full in origins:
+            line += f"  # {origins[full]}"
         lines.append(line)
     return lines
 
@@ -513,7 +391,7 @@ def _validate(
         texts = [loc for loc in locs if loc in doc.raw]
         if retry and texts:
             for loc in texts:
-                _value_at(doc.data, loc[:-1])[loc[-1]] = doc.raw[loc]
+                value_at(doc.data, loc[:-1])[loc[-1]] = doc.raw[loc]
             return _validate(schema, doc, problems, skip, retry=False)
         problems.extend(_translate(exc, schema, doc, skip))
         if schema is RunConfig:
@@ -530,7 +408,7 @@ def _include_slots(
     line_origins = {
         str(k[1]): o for k, o in run_doc.origins.items() if k[:1] == (INCLUDE_KEY,) and len(k) == 2
     }
-    include, include_origin = _drop_key(run_doc, INCLUDE_KEY)
+    include, include_origin = drop_key(run_doc, INCLUDE_KEY)
     slots = as_mapping(include)
     if include is not None and slots is None:
         message = (
@@ -541,7 +419,7 @@ def _include_slots(
     for slot, target in (slots or {}).items():
         key, origin = f"{INCLUDE_KEY}.{slot}", line_origins.get(slot, include_origin)
         if slot not in SLOTS:
-            hint = _did_you_mean(slot, SLOTS)
+            hint = did_you_mean(slot, SLOTS)
             message = f"unknown slot{hint}; the slots are {', '.join(SLOTS)}"
             problems.append(Problem(message, key=key, origin=origin))
             continue
@@ -555,7 +433,7 @@ def _include_slots(
             failed.append((slot,))
             continue
         tree.data[slot] = layer.data
-        _replace_subtree(tree, layer, (slot,), (), None)
+        replace_subtree(tree, layer, (slot,), (), None)
     return tree, failed
 
 
@@ -594,7 +472,7 @@ def load_run_config(
         raise ConfigError(problems, display_path(path))
     root = Path(configs_root) if configs_root is not None else find_configs_root(path)
     tree, failed = _include_slots(run_doc, root, problems)
-    _merge(tree, run_doc)
+    merge(tree, run_doc)
     config, origins = _finish(RunConfig, tree, path, overrides, problems, failed)
     return ResolvedConfig(config, origins, path, tuple(overrides), RUNS_FOLDER)
 

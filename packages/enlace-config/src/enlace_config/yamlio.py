@@ -7,9 +7,10 @@ every case rather than the first: two equal keys in one mapping (ruamel stops at
 keys, tags other than the plain ones, and aliases that blow a small file up ("billion laughs").
 """
 
+import copy
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -283,3 +284,70 @@ def read_yaml_file(
         return doc
     problems.append(Problem(message, key=key, origin=file_origin))
     return None
+
+
+# ---- Trees with origins (merging layers) --------------------------------------------------------------------------
+def dotted(path: Sequence[str | int]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def key_paths(value: Any, at: KeyPath = ()) -> list[KeyPath]:
+    """`at` and the key path of everything inside `value`."""
+    mapping, items = as_mapping(value), as_list(value)
+    children = mapping.items() if mapping is not None else enumerate(items or [])
+    return [at, *(p for key, child in children for p in key_paths(child, (*at, key)))]
+
+
+def replace_subtree(dst: YamlDoc, src: YamlDoc, dst_at: KeyPath, src_at: KeyPath, old: Any) -> None:
+    """Where `dst` now holds src's value at `src_at` (was `old`), take src's origins and texts.
+
+    Walks the old and the new value only, so that merging stays linear in the size of the files.
+    """
+    old_paths, new_paths = key_paths(old), key_paths(value_at(src.data, src_at))
+
+    def move(store: dict[KeyPath, Any], incoming: dict[KeyPath, Any]) -> None:
+        for path in old_paths:
+            store.pop(dst_at + path, None)
+        for path in new_paths:
+            if src_at + path in incoming:
+                store[dst_at + path] = incoming[src_at + path]
+
+    move(dst.origins, src.origins)
+    move(dst.raw, src.raw)
+
+
+def value_at(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def merge(dst: YamlDoc, src: YamlDoc, dst_at: KeyPath = (), src_at: KeyPath = ()) -> None:
+    """Deep-merge the mapping in `src` at `src_at` over the one in `dst` at `dst_at`.
+
+    Mappings merge key by key; anything else (lists included) replaces; an empty value (null) over a
+    mapping leaves the mapping as it was.
+    """
+    target: dict[str, Any] = value_at(dst.data, dst_at)
+    for key, value in cast(dict[str, Any], value_at(src.data, src_at)).items():
+        dpath, spath = (*dst_at, key), (*src_at, key)
+        current = as_mapping(target.get(key))
+        if current is not None and value is None:
+            continue  # `train:` with every line below commented out changes nothing
+        if current is not None and as_mapping(value) is not None:
+            merge(dst, src, dpath, spath)
+            dst.origins.setdefault(dpath, src.origins.get(spath, Origin.default("merged")))
+        else:
+            old = target.get(key)
+            target[key] = copy.deepcopy(cast(object, value))
+            replace_subtree(dst, src, dpath, spath, old)
+
+
+def drop_key(doc: YamlDoc, key: str) -> tuple[Any, Origin | None]:
+    """Remove a top-level key (and its origins) from a document; return its value and origin."""
+    value = doc.data.pop(key, None)
+    origin = doc.origins.get((key,))
+    for store in (doc.origins, doc.raw):
+        for k in [k for k in store if k[:1] == (key,)]:
+            del store[k]
+    return value, origin

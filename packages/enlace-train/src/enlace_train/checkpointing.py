@@ -555,8 +555,8 @@ def check_resume_allowed(
 
 def _is_default(key: str, value: Any) -> bool:
     """Whether `value` is today's schema default of the dotted config `key`."""
-    from enlace_config.compose import schema_default
     from enlace_config.schema import RunConfig
+    from enlace_config.schema_keys import schema_default
 
     try:
         return schema_default(RunConfig, key) == value
