@@ -5,6 +5,7 @@
         train.lr=5e-3 train.max_steps=60 train.decay_steps=20 train.eval_every=60 \\
         train.checkpoint_every=60 run.out_dir=RUN              # ~5 min on 2 quiet cores
     uv run python benchmarks/reading_probe.py score RUN OUT_DIR
+    uv run python benchmarks/reading_probe.py attention RUN OUT_DIR      # where the call looks
 
 `data` writes a chat data directory of nothing but the built-in shopping-list requests
 (`enlace_data.chat.builtin`'s, every tool of the assistant offered, as on the page): a third add
@@ -19,21 +20,38 @@ third for a model that answers all alike, two thirds for one that only tells the
 the orders, 100 % for one that reads the verb). Sixty fine-tuning steps on the same data from two
 bases tell a base whose attention can reach the request from one that cannot, before the whole
 chat recipe is blamed on its budget or its data (benchmarks/CHAT.md, fifth session).
+
+`data --request-only` writes the same requests without the system prompt and the tools (a
+conversation of ~200 positions instead of ~2,500): the same words to read, nothing to read past.
+`attention` reads the mechanism: teacher-forced on held-out conversations, the attention mass that
+each layer's heads put, from the position that writes the action, on the request, on the tool
+specs, on the rest of the prompt and on the 16 positions just before it (benchmarks/CHAT.md,
+sixth session: a base pretrained on 128 positions spreads it over the 2,000 positions of tools).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 ACTIONS = ("añadir", "quitar", "ver")
 
 
-def write_data(out: Path, tools_path: Path, train: int, val: int) -> None:
-    """train.jsonl and val.jsonl of shopping-list requests, through the built-in generator."""
+def write_data(
+    out: Path, tools_path: Path, train: int, val: int, *, request_only: bool = False
+) -> None:
+    """train.jsonl and val.jsonl of shopping-list requests, through the built-in generator;
+    request_only drops the system prompt and the tools (the same requests, short prompts)."""
     from enlace_data._fs import write_atomic
     from enlace_data.chat.builtin import _shopping_conversation, check_tools, read_tools
 
@@ -42,6 +60,10 @@ def write_data(out: Path, tools_path: Path, train: int, val: int) -> None:
     for split, n in (("train", train), ("val", val)):
         rng = random.Random(f"reading-probe:{split}")
         convs = [_shopping_conversation(rng, split == "val", tools) for _ in range(n)]
+        if request_only:
+            for c in convs:
+                c["messages"] = [m for m in c["messages"] if m["role"] != "system"]
+                c["tools"] = []
         splits[split] = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs)
     write_atomic({out / f"{s}.jsonl": text.encode() for s, text in splits.items()})
 
@@ -87,6 +109,97 @@ def score(run: str, data: Path, n: int) -> dict[str, tuple[int, int]]:
     return tally(convs, [parse_tool_calls(r, tokenizer) for r in replies])
 
 
+REGIONS = ("request", "tools", "prompt", "recent", "reply")
+RECENT = 16  # the positions just before the action's: the call's own form
+
+
+def regions_of(conversation: dict, tokenizer: Any) -> tuple[list[int], list[str]]:
+    """The ids of the conversation up to the position whose next token starts the first call's
+    action, and a region (REGIONS) for each: the latest request's words, the tool specs, the rest
+    of the prompt, the RECENT positions before the action's, and the reply written so far."""
+    from enlace_data.chat import render
+
+    first = next(i for i, m in enumerate(conversation["messages"]) if m["role"] == "assistant")
+    messages = conversation["messages"][: first + 1]
+    ids = render(messages, tokenizer, tools=conversation["tools"]).ids
+    # Character offsets of every id in the decoded text (specials decode to their own text).
+    ends = [len(tokenizer.decode(ids[: i + 1])) for i in range(len(ids))]
+    text = tokenizer.decode(ids)
+    request = messages[first - 1]["content"]
+    start = text.rindex(request)
+    action = text.index('"accion": "', start) + len('"accion": "')
+    tools = (text.find("<tools>"), text.find("</tools>"))
+    cut = next(i for i, end in enumerate(ends) if end > action)  # the action's first token
+    labels = []
+    for i in range(cut):
+        begin = ends[i - 1] if i else 0
+        if i >= cut - RECENT:
+            labels.append("recent")
+        elif start <= begin < start + len(request):
+            labels.append("request")
+        elif tools[0] <= begin < tools[1]:
+            labels.append("tools")
+        else:
+            labels.append("prompt" if begin < start else "reply")
+    return ids[:cut], labels
+
+
+@contextmanager
+def recorded_attention() -> Iterator[list[Tensor]]:
+    """Every layer's attention probabilities (batch 1: heads x T x T) of the forward calls made
+    inside, computed as SDPA's math kernel does (causal, scale 1/sqrt(head_dim))."""
+    import torch
+    from enlace_model.model import Attention
+
+    probs: list[Tensor] = []
+
+    def sdpa(self: Attention, q: Tensor, k: Tensor, v: Tensor, mask: Any, *_: Any) -> Tensor:
+        group = self.n_heads // self.n_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        future = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).triu(1)
+        p = scores.masked_fill(future, float("-inf")).softmax(-1)
+        probs.append(p[0])
+        return p @ v
+
+    original = Attention._sdpa
+    Attention._sdpa = sdpa  # type: ignore[method-assign]
+    try:
+        yield probs
+    finally:
+        Attention._sdpa = original  # type: ignore[method-assign]
+
+
+def attention_mass(model: Any, tokenizer: Any, convs: list[dict]) -> Tensor:
+    """Mean attention mass (layers x heads x REGIONS) from the position that writes the action."""
+    import torch
+
+    total = None
+    for conversation in convs:
+        ids, labels = regions_of(conversation, tokenizer)
+        with recorded_attention() as probs, torch.no_grad():
+            model(torch.tensor([ids]))
+        rows = torch.stack([p[:, -1, :] for p in probs])  # (layers, heads, T): the last position
+        masks = torch.tensor([[label == r for label in labels] for r in REGIONS], dtype=rows.dtype)
+        mass = rows @ masks.T  # (layers, heads, REGIONS)
+        total = mass if total is None else total + mass
+    assert total is not None, "no conversations"
+    return total / len(convs)
+
+
+def attention(run: str, data: Path, n: int) -> Tensor:
+    """`attention_mass` of a run on its first n held-out requests."""
+    import torch
+    from enlace_data.tokenizer import load_tokenizer
+    from enlace_model.checkpoint import load_model, resolve_checkpoint
+
+    checkpoint = resolve_checkpoint(run)
+    model, tokenizer = load_model(checkpoint, dtype=torch.float32), load_tokenizer(checkpoint)
+    model.eval()
+    convs = [json.loads(line) for line in (data / "val.jsonl").open(encoding="utf-8")][:n]
+    return attention_mass(model, tokenizer, convs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,14 +207,29 @@ def main() -> None:
     d.add_argument("out", type=Path)
     d.add_argument("--tools", type=Path, required=True, help="enlace-assistant --tools-json")
     d.add_argument("--conversations", type=int, default=4000)
+    d.add_argument("--request-only", action="store_true", help="no system prompt, no tools")
     s = sub.add_parser("score", help="per-action accuracy of a fine-tuned run")
     s.add_argument("run")
     s.add_argument("data", type=Path)
     s.add_argument("--requests", type=int, default=200)
+    a = sub.add_parser("attention", help="where the position writing the action looks")
+    a.add_argument("run")
+    a.add_argument("data", type=Path)
+    a.add_argument("--requests", type=int, default=20)
     args = parser.parse_args()
     if args.command == "data":
-        write_data(args.out, args.tools, args.conversations, max(1, args.conversations // 10))
+        n = args.conversations
+        write_data(args.out, args.tools, n, max(1, n // 10), request_only=args.request_only)
         print(f"wrote {args.out}/train.jsonl and val.jsonl")
+        return
+    if args.command == "attention":
+        mass = attention(args.run, args.data, args.requests)
+        print(f"{args.run}: attention mass from the position writing the action")
+        print("layer head " + " ".join(f"{r:>8}" for r in REGIONS))
+        for layer, heads in enumerate(mass.tolist()):
+            for head, row in enumerate(heads):
+                print(f"{layer:5} {head:4} " + " ".join(f"{x:8.3f}" for x in row))
+        print(f"most on the request, any head: {mass[..., 0].max():.3f}")
         return
     result = score(args.run, args.data, args.requests)
     cells = "  ".join(f"{a} {r}/{n}" for a, (r, n) in result.items())

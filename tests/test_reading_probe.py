@@ -7,6 +7,7 @@ import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from enlace_data.chat import ToolCall
 from enlace_data.chat.builtin import SEARCH_TOOL
@@ -61,3 +62,82 @@ def test_the_tally_tells_a_model_that_reads_from_one_that_does_not(tmp_path: Pat
     ]
     assert abs(reading_probe.balanced(reading_probe.tally(convs, orders_alike)) - 2 / 3) < 1e-9
     assert sum(r for r, _ in searches.values()) == 0  # another tool with the same words is wrong
+
+
+def _model(vocab_size: int) -> Any:
+    import torch
+    import yaml
+    from enlace_config.schema.model import ModelConfig
+    from enlace_model.model import Attention, build_model
+
+    smoke = yaml.safe_load((REPO / "configs" / "model" / "smoke.yaml").read_text())
+    cfg = ModelConfig(**{**smoke, "vocab_size": vocab_size, "context_length": 4096})
+    model = build_model(cfg).eval()
+    with torch.no_grad():  # no query, no key: every score 0, attention uniform over the past
+        for attn in (m for m in model.modules() if isinstance(m, Attention)):
+            attn.q_proj.weight.zero_()
+            attn.k_proj.weight.zero_()
+    return model
+
+
+def test_the_regions_end_where_the_action_is_written(tmp_path: Path) -> None:
+    from enlace_data.chat import render
+    from enlace_data.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    for c in _data(tmp_path)[:20]:
+        ids, labels = reading_probe.regions_of(c, tok)
+        full = render(c["messages"], tok, tools=c["tools"]).ids
+        action = reading_probe.action_of(c, None)[0]
+        assert tok.decode(full[len(ids) :]).startswith(action + '"')  # next comes the action
+        assert tok.decode(ids).endswith('"accion": "') and len(labels) == len(ids)
+        request = next(m for m in c["messages"] if m["role"] == "user")["content"]
+        assert (
+            tok.decode([i for i, lab in zip(ids, labels, strict=True) if lab == "request"])
+            == request
+        )
+        assert labels.count("recent") == reading_probe.RECENT and labels.count("tools") > 400
+
+
+def test_the_attention_mass_tells_a_head_on_the_request_from_a_spread_one(tmp_path: Path) -> None:
+    import torch
+    from enlace_data.tokenizer import ByteTokenizer
+    from enlace_model.model import Attention
+
+    tok = ByteTokenizer()
+    convs = _data(tmp_path)[:3]
+    model = _model(264)
+    spread = reading_probe.attention_mass(model, tok, convs)  # uniform: each region its share
+    shares = torch.zeros(len(reading_probe.REGIONS))
+    for c in convs:
+        _, labels = reading_probe.regions_of(c, tok)
+        shares += torch.tensor([labels.count(r) / len(labels) for r in reading_probe.REGIONS])
+    assert torch.allclose(spread, (shares / len(convs)).expand_as(spread), atol=1e-5)
+    assert spread[..., 0].max() < 0.05  # ~40 request positions of ~1,000
+
+    # One attention layer whose keys are large on the request's positions only: every query
+    # looks there, and the mass says so.
+    _, labels = reading_probe.regions_of(convs[0], tok)
+    attn = next(m for m in model.modules() if isinstance(m, Attention))
+    on_request = torch.tensor([lab == "request" for lab in labels])
+
+    def reads_the_request(x: torch.Tensor) -> None:
+        T, D = x.shape[1], attn.head_dim
+        q = torch.ones(1, attn.n_heads, T, D)
+        k = torch.zeros(1, attn.n_kv_heads, T, D)
+        k[:, :, on_request] = 3.0  # score 3 x sqrt(D) = 17 on the request, 0 elsewhere
+        attn._sdpa(q, k, torch.zeros_like(k), None, True, "auto")
+
+    focused = reading_probe.attention_mass(reads_the_request, tok, convs[:1])
+    assert focused.shape == (1, attn.n_heads, len(reading_probe.REGIONS))
+    assert (focused[..., 0] > 0.99).all()
+
+
+def test_request_only_keeps_the_requests_and_drops_what_comes_before(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    reading_probe.write_data(tmp_path / "short", tools, 300, 90, request_only=True)
+    short = [json.loads(line) for line in (tmp_path / "short" / "val.jsonl").open()]
+    full = _data(tmp_path)
+    assert [c["messages"][1:] for c in full] == [c["messages"] for c in short]
+    assert all(c["tools"] == [] and c["messages"][0]["role"] == "user" for c in short)
