@@ -22,7 +22,9 @@ bases tell a base whose attention can reach the request from one that cannot, be
 chat recipe is blamed on its budget or its data (benchmarks/CHAT.md, fifth session).
 
 `data --request-only` writes the same requests without the system prompt and the tools (a
-conversation of ~200 positions instead of ~2,500): the same words to read, nothing to read past.
+conversation of ~200 positions instead of ~2,500): the same words to read, nothing to read past;
+`--short-share 0.5` does it to half of the training requests only (the held-out ones keep the
+assistant's prompts).
 `attention` reads the mechanism: teacher-forced on held-out conversations, the attention mass that
 each layer's heads put, from the position that writes the action, on the request, on the tool
 specs, on the rest of the prompt and on the 16 positions just before it (benchmarks/CHAT.md,
@@ -48,10 +50,17 @@ ACTIONS = ("añadir", "quitar", "ver")
 
 
 def write_data(
-    out: Path, tools_path: Path, train: int, val: int, *, request_only: bool = False
+    out: Path,
+    tools_path: Path,
+    train: int,
+    val: int,
+    *,
+    request_only: bool = False,
+    short_share: float = 0.0,
 ) -> None:
     """train.jsonl and val.jsonl of shopping-list requests, through the built-in generator;
-    request_only drops the system prompt and the tools (the same requests, short prompts)."""
+    request_only drops the system prompt and the tools (the same requests, short prompts), and
+    short_share does it to that share of the training requests only (val keeps every prompt)."""
     from enlace_data._fs import write_atomic
     from enlace_data.chat.builtin import _shopping_conversation, check_tools, read_tools
 
@@ -60,8 +69,10 @@ def write_data(
     for split, n in (("train", train), ("val", val)):
         rng = random.Random(f"reading-probe:{split}")
         convs = [_shopping_conversation(rng, split == "val", tools) for _ in range(n)]
-        if request_only:
-            for c in convs:
+        draw = random.Random(0)  # which training requests lose their prompt under short_share
+        for c in convs:
+            short = split == "train" and short_share > 0 and draw.random() < short_share
+            if request_only or short:
                 c["messages"] = [m for m in c["messages"] if m["role"] != "system"]
                 c["tools"] = []
         splits[split] = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs)
@@ -208,6 +219,9 @@ def main() -> None:
     d.add_argument("--tools", type=Path, required=True, help="enlace-assistant --tools-json")
     d.add_argument("--conversations", type=int, default=4000)
     d.add_argument("--request-only", action="store_true", help="no system prompt, no tools")
+    d.add_argument(
+        "--short-share", type=float, default=0.0, help="this share of train requests only"
+    )
     s = sub.add_parser("score", help="per-action accuracy of a fine-tuned run")
     s.add_argument("run")
     s.add_argument("data", type=Path)
@@ -219,7 +233,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "data":
         n = args.conversations
-        write_data(args.out, args.tools, n, max(1, n // 10), request_only=args.request_only)
+        write_data(
+            args.out,
+            args.tools,
+            n,
+            max(1, n // 10),
+            request_only=args.request_only,
+            short_share=args.short_share,
+        )
         print(f"wrote {args.out}/train.jsonl and val.jsonl")
         return
     if args.command == "attention":

@@ -141,3 +141,18 @@ def test_request_only_keeps_the_requests_and_drops_what_comes_before(tmp_path: P
     full = _data(tmp_path)
     assert [c["messages"][1:] for c in full] == [c["messages"] for c in short]
     assert all(c["tools"] == [] and c["messages"][0]["role"] == "user" for c in short)
+
+
+def test_a_short_share_drops_the_prompt_of_that_share_of_training_requests_only(
+    tmp_path: Path,
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    reading_probe.write_data(tmp_path / "mix", tools, 400, 90, short_share=0.5)
+    train = [json.loads(line) for line in (tmp_path / "mix" / "train.jsonl").open()]
+    val = [json.loads(line) for line in (tmp_path / "mix" / "val.jsonl").open()]
+    short = [c for c in train if c["tools"] == []]
+    assert 0.4 < len(short) / len(train) < 0.6
+    assert all(c["messages"][0]["role"] == "user" for c in short)
+    assert all(len(c["tools"]) == 4 for c in train if c not in short)
+    assert val == _data(tmp_path)  # the held-out requests keep every prompt

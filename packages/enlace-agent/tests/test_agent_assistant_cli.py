@@ -524,8 +524,10 @@ def _person_config(tmp_path: Path, base_url: str, search: Path) -> Path:
     strict=True,
     reason="measured on the chat stage's model (CI's seed, this session): trained with the "
     "shopping list offered beside search and memory, the 10-minute CPU model picks the wrong tool "
-    "or action («Recuerda que mi hija se llama Lucía» → lista_de_la_compra ver); it does not tell its tools apart by the request's words, as it does not "
-    "copy them (issue 35). Strict: a model that gets it right turns this red until the mark goes",
+    "or action («Recuerda que mi hija se llama Lucía» → lista_de_la_compra ver): from the call's "
+    "position its attention spreads over the ~2,000 positions of tool specs and misses the "
+    "request (benchmarks/CHAT.md, sixth session: reading_probe.py attention). Strict: a model "
+    "that gets it right turns this red until the mark goes",
 )
 def test_real_gguf_model_remembers_then_uses_the_memory(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
@@ -577,8 +579,10 @@ def test_real_gguf_model_asked_the_weather_keeps_no_memory(
     strict=True,
     reason="measured on the chat stage's model (CI's seed, this session): trained with the "
     "shopping list offered beside search and memory, the 10-minute CPU model picks the wrong tool "
-    "or action («Añade leche a la lista de la compra» → lista_de_la_compra quitar); it does not tell its tools apart by the request's words, as it does not "
-    "copy them (issue 35). Strict: a model that gets it right turns this red until the mark goes",
+    "or action («Añade leche a la lista de la compra» → lista_de_la_compra quitar): from the "
+    "call's position its attention spreads over the ~2,000 positions of tool specs and misses "
+    "the request (benchmarks/CHAT.md, sixth session: reading_probe.py attention). Strict: a "
+    "model that gets it right turns this red until the mark goes",
 )
 def test_real_gguf_model_adds_to_the_shopping_list(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
