@@ -165,6 +165,8 @@ def recorded_attention() -> Iterator[list[Tensor]]:
     probs: list[Tensor] = []
 
     def sdpa(self: Attention, q: Tensor, k: Tensor, v: Tensor, mask: Any, *_: Any) -> Tensor:
+        if mask is not None:  # packed rows need their segments; this reads one conversation
+            raise ValueError("recorded_attention reads one conversation at a time (no mask)")
         group = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
