@@ -1,34 +1,43 @@
 #!/usr/bin/env bash
 # From nothing to a chat on 2 CPU cores (like nanochat's CPU run): the byte-level smoke model is
-# pretrained (configs/runs/smoke-cpu.yaml), fine-tuned on the built-in Spanish conversations
-# (configs/runs/sft-cpu.yaml, which also takes the chat measures on held-out ones) that
-# offer the assistant's own tool specs (`enlace-assistant --tools-json`),
-# and then you talk to it in the terminal. Re-running resumes or skips finished stages.
+# pretrained (configs/runs/smoke-cpu.yaml), warmed up on the household's requests alone
+# (configs/runs/warmup-cpu.yaml: short prompts, where it learns to read the request), fine-tuned
+# on the built-in Spanish conversations (configs/runs/sft-cpu.yaml, which also takes the chat
+# measures on held-out ones) that offer the assistant's own tool specs
+# (`enlace-assistant --tools-json`), and then you talk to it in the terminal. Re-running resumes or
+# skips finished stages.
 #
-#   scripts/chat-cpu.sh [--runs DIR] [--no-chat] [chat options]
+#   scripts/chat-cpu.sh [--runs DIR] [--seed S] [--no-chat] [chat options]
 #
-# --runs DIR puts both runs under DIR (default runs/); --no-chat stops after training (CI's chat
-# stage exports the result to GGUF and serves it to the assistant). Other arguments go to the chat:
+# --runs DIR puts the runs under DIR (default runs/); --seed S sets train.seed of every run (the
+# benchmarks' medians of 3 seeds); --no-chat stops after training (CI's chat stage exports the
+# result to GGUF and serves it to the assistant). Other arguments go to the chat:
 # scripts/chat-cpu.sh --system "Eres Enlace." --temperature 0.5
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=runs
 chat=1
+seed=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
+    --seed) seed=("train.seed=$2"); shift 2 ;;
     --no-chat) chat=0; shift ;;
     *) break ;;
   esac
 done
 start=$SECONDS
-uv run enlace-train configs/runs/smoke-cpu.yaml "run.out_dir=$runs/smoke-cpu"
+uv run enlace-train configs/runs/smoke-cpu.yaml "run.out_dir=$runs/smoke-cpu" ${seed[@]+"${seed[@]}"}
 # The conversations offer the model the very tool specs the assistant sends with every question.
 uv run enlace-assistant --tools-json > "$runs/assistant-tools.json"
+uv run enlace-data chat builtin "$runs/warmup-data" --tools "$runs/assistant-tools.json" \
+  --household-requests
+uv run enlace-train configs/runs/warmup-cpu.yaml "train.init_from=$runs/smoke-cpu" \
+  "data.path=$runs/warmup-data" "run.out_dir=$runs/warmup-cpu" ${seed[@]+"${seed[@]}"}
 uv run enlace-data chat builtin "$runs/chat-data" --tools "$runs/assistant-tools.json"
-uv run enlace-train configs/runs/sft-cpu.yaml "train.init_from=$runs/smoke-cpu" \
-  "data.path=$runs/chat-data" "run.out_dir=$runs/sft-cpu"
-echo "base + chat fine-tuning: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
+uv run enlace-train configs/runs/sft-cpu.yaml "train.init_from=$runs/warmup-cpu" \
+  "data.path=$runs/chat-data" "run.out_dir=$runs/sft-cpu" ${seed[@]+"${seed[@]}"}
+echo "base + warm-up + chat fine-tuning: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
 # The last chat evaluation: turn endings, tool calls, argument fidelity, grounded answers, invention,
 # spurious calls, memory fidelity, spurious memory writes (enlace_train/chat_eval.py; `enlace-train
 # eval-chat` takes them for any checkpoint).

@@ -17,7 +17,7 @@
 #      installed in seconds into its own environment .venvs/llamacpp with the `llamacpp` group) over
 #      the libllama of scripts/build-llama-server.sh (LLAMA_CPP_LIB_PATH), on two novels of the
 #      shared data or, without them, on the smoke corpus built into enlace-data;
-#   7. chat: scripts/chat-cpu.sh from nothing to a chat model (base smoke -> SFT, its time printed:
+#   7. chat: scripts/chat-cpu.sh from nothing to a chat model (base smoke -> warm-up -> SFT, its time printed:
 #      the README's "under 10 minutes"), exported to GGUF, served by llama.cpp's llama-server and
 #      asked a question through the assistant, which calls the search tool against a local fixture
 #      page;

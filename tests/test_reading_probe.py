@@ -156,3 +156,41 @@ def test_a_short_share_drops_the_prompt_of_that_share_of_training_requests_only(
     assert all(c["messages"][0]["role"] == "user" for c in short)
     assert all(len(c["tools"]) == 4 for c in train if c not in short)
     assert val == _data(tmp_path)  # the held-out requests keep every prompt
+
+
+def test_choice_counts_the_right_tool_and_action_and_not_one_call_for_all() -> None:
+    from enlace_data.chat.builtin import builtin_conversations
+
+    convs = reading_probe.household_requests(builtin_conversations("val", 400, tools=TOOLS))
+    expected = Counter(
+        reading_probe.household_call(
+            next(m for m in c["messages"] if m["role"] == "assistant")["tool_calls"][0]["function"]
+        )
+        for c in convs
+    )
+    assert set(expected) == {
+        "recordar", "olvidar", "lista_de_la_compra añadir", "lista_de_la_compra quitar",
+        "lista_de_la_compra ver",
+    }  # fmt: skip
+
+    def reference(c: dict) -> list[ToolCall]:
+        f = next(m for m in c["messages"] if m["role"] == "assistant")["tool_calls"][0]["function"]
+        return [ToolCall(f["name"], f["arguments"])]
+
+    reads = reading_probe.choice(convs, [reference(c) for c in convs])
+    assert all(tool == both == n for tool, both, n in reads.values())
+    usual = reading_probe.choice(convs, [[ToolCall("recordar", {"texto": "x"})]] * len(convs))
+    assert sum(both for _, both, _ in usual.values()) == expected["recordar"]
+    assert usual["recordar"][1] == usual["recordar"][2] and usual["olvidar"][0] == 0
+    one_action = reading_probe.choice(  # the list's tool for every list request, always «ver»
+        convs,
+        [
+            [ToolCall("lista_de_la_compra", {"accion": "ver"})]
+            if "lista" in reading_probe.household_call(reference(c)[0])
+            else None
+            for c in convs
+        ],
+    )
+    added = one_action["lista_de_la_compra añadir"]
+    assert added[0] == added[2] > 0 and added[1] == 0  # right tool, wrong action
+    assert one_action["recordar"][:2] == (0, 0)  # no call at all

@@ -4,6 +4,7 @@ chat loader (packing without cross-attention, overflow, exact resume, validation
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -479,3 +480,78 @@ def test_builtin_set_offers_the_tool_specs_it_is_given(
     assert main(["chat", "builtin", str(tmp_path / "bad"), "--tools", str(tools)]) == 2
     assert "no tool named 'buscar_en_internet'" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_household_requests_are_the_request_alone_and_every_household_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--household-requests` (the warm-up of scripts/chat-cpu.sh): each conversation is a request
+    to remember, forget or use the shopping list with nothing before it (no system prompt, no
+    tool specs), every household call among them, the calls carrying what the full set's carry."""
+    from enlace_data.chat.builtin import SEARCH_TOOL
+    from enlace_data.cli import main
+
+    def spec(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    tools = tmp_path / "tools.json"
+    household = [spec("lista_de_la_compra"), spec("recordar"), spec("olvidar")]
+    tools.write_text(json.dumps([SEARCH_TOOL, *household]))
+    ask = ["chat", "builtin", str(tmp_path / "out"), "--builtin-size", "400", "--tools", str(tools)]
+    assert main([*ask, "--household-requests"]) == 0
+    convs = [json.loads(x) for x in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
+    assert len(convs) == 400 and all(c["tools"] == [] for c in convs)
+    assert all([m["role"] for m in c["messages"]][:2] == ["user", "assistant"] for c in convs)
+    firsts = [c["messages"][1]["tool_calls"][0]["function"] for c in convs]
+    called = Counter(
+        (f["name"], f["arguments"].get("accion")) for f in firsts
+    )  # every household call, `recordar` the most (the hardest to tell from the rest)
+    assert set(called) == {
+        ("recordar", None), ("olvidar", None), ("lista_de_la_compra", "añadir"),
+        ("lista_de_la_compra", "quitar"), ("lista_de_la_compra", "ver"),
+    } and called.most_common(1)[0][0] == ("recordar", None)  # fmt: skip
+    for c in convs:
+        normalize_conversation(c, "household request")
+        for entity in c.get("expect", {}).get("memory", []):
+            assert entity in c["messages"][1]["tool_calls"][0]["function"]["arguments"]["texto"]
+    val = (tmp_path / "out" / "val.jsonl").read_text()
+    assert len(val.splitlines()) == 40 and val != (tmp_path / "out" / "train.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*ask[:5], "--household-requests"]) == 2  # without the assistant's specs
+    assert "--household-requests goes with" in capsys.readouterr().err
+    tools.write_text(json.dumps([SEARCH_TOOL, spec("recordar")]))
+    assert main([*ask, "--household-requests"]) == 2
+    assert "['lista_de_la_compra', 'olvidar'], not offered" in capsys.readouterr().err
+
+
+def test_about_half_of_the_orders_come_without_their_final_period() -> None:
+    """People type and voice assistants transcribe «Añade leche a la lista de la compra» without
+    the period: a model that only saw «…compra.» answered it as a question. Every kind of set
+    (the full one, the household requests; train and val) holds both forms, and dropping the
+    period changes nothing else of the conversation a seed gives."""
+    from enlace_data.chat import builtin
+    from enlace_data.chat.builtin import SEARCH_TOOL, household_requests
+
+    def spec(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    tools = [SEARCH_TOOL, spec("lista_de_la_compra"), spec("recordar"), spec("olvidar")]
+    for split in ("train", "val"):
+        for convs in (
+            builtin_conversations(split, 800, tools=tools),
+            household_requests(split, 400, tools=tools),
+        ):
+            said = [m["content"] for c in convs for m in c["messages"] if m["role"] == "user"]
+            orders = [t for t in said if not t.endswith("?")]
+            bare = sum(not t.endswith(".") for t in orders)
+            assert 0.35 < bare / len(orders) < 0.65, (split, bare, len(orders))
+    original = builtin.UNPUNCTUATED_SHARE
+    try:
+        builtin.UNPUNCTUATED_SHARE = 0.0
+        punctuated = household_requests("train", 200, tools=tools)
+    finally:
+        builtin.UNPUNCTUATED_SHARE = original
+    typed = household_requests("train", 200, tools=tools)
+    for a, b in zip(punctuated, typed, strict=True):
+        for m, n in zip(a["messages"], b["messages"], strict=True):
+            assert m["content"] == n["content"] or m["content"] == n["content"] + "."

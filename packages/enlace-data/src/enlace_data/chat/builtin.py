@@ -5,7 +5,9 @@ information (answered with the web-search tool when offered, about half the time
 cannot know"); each with and without a system prompt. Every fifth value of each slot list and
 every fifth household question appear only in validation, so it measures replies to unseen content;
 in training, most searched names are invented, so only copying them is right. Given the
-assistant's memory tools, a share of the conversations remember, forget or use a family fact.
+assistant's memory tools, a share of the conversations remember, forget or use a family fact;
+given the shopping list, a share add to it, remove from it or read it. Half of the user turns
+that end in a period come without it, as people type and voice assistants transcribe.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from enlace_config.contracts import (
 
 from enlace_data.errors import DataError
 
-__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations", "check_tools"]
+__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations", "check_tools", "household_requests"]
 
 # A short spec of that tool: a smoke model's context is small.
 SEARCH_TOOL: dict[str, Any] = {
@@ -541,6 +543,23 @@ def check_tools(tools: Any, where: str) -> list[dict[str, Any]]:
     )
 
 
+# People type on a phone, and voice assistants transcribe, without the final period: «Añade leche a
+# la lista de la compra». A model that saw every order end in «.» answers that one as a question
+# (benchmarks/CHAT.md, seventh session), so this share of the user turns that end in one lose it.
+UNPUNCTUATED_SHARE = 0.5
+
+
+def _as_typed(conversations: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """`conversations` with UNPUNCTUATED_SHARE of their user turns' final periods dropped (a draw
+    of its own per turn, so the conversations are otherwise those of the same seed)."""
+    for conv in conversations:
+        for m in conv["messages"]:
+            ends = m["role"] == "user" and m["content"].endswith(".")
+            if ends and rng.random() < UNPUNCTUATED_SHARE:  # a draw only for those that end in one
+                m["content"] = m["content"][:-1]
+    return conversations
+
+
 def builtin_conversations(
     split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
@@ -583,4 +602,43 @@ def builtin_conversations(
         if expect:
             conv["expect"] = expect
         out.append(conv)
-    return out
+    return _as_typed(out, random.Random(f"enlace-chat-typed:{split}:{seed}"))
+
+
+# Of the household requests, this share remember or forget a fact, the rest use the shopping list
+# (about 46 % remember, 23 % forget, 31 % the list: the mix of the warm-up measured in
+# benchmarks/CHAT.md, whose weakest call is `recordar`).
+REQUESTS_MEMORY_SHARE = 0.75
+
+
+def household_requests(
+    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """n requests to the household's tools (remember, forget, add to, remove from or read the
+    shopping list), each the whole prompt: no system prompt and no tool specs before it, the same
+    words, calls, results and replies as the full set's. The reading warm-up of
+    scripts/chat-cpu.sh: behind ~2,000 positions of specs a base pretrained on 128 positions
+    spreads its attention and misses the request; short prompts teach a head to find it, which
+    the SFT on the full prompts then keeps (benchmarks/CHAT.md, sixth and seventh sessions).
+    `tools` must offer the memory and the shopping list (the specs the assistant sends)."""
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    offered = check_tools(tools, "tools")
+    missing = {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME, SHOPPING_LIST_TOOL_NAME} - {
+        _tool_name(t) for t in offered
+    }
+    if missing:
+        raise DataError(f"tools: the household requests call {sorted(missing)}, not offered")
+    val = split == "val"
+    rng = random.Random(f"enlace-chat-requests:{split}:{seed}")
+    out: list[dict[str, Any]] = []
+    while len(out) < n:
+        if rng.random() < REQUESTS_MEMORY_SHARE:
+            conv = _memory_conversation(rng, val, offered)
+        else:
+            conv = _shopping_conversation(rng, val, offered)
+        messages = [m for m in conv["messages"] if m["role"] != "system"]
+        if not any(m.get("tool_calls") for m in messages):
+            continue  # a question the memory answers: no request to read
+        out.append({**conv, "messages": messages, "tools": []})
+    return _as_typed(out, random.Random(f"enlace-chat-typed-requests:{split}:{seed}"))

@@ -53,6 +53,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="builtin or RECIPE.yaml: the tool specs to offer (JSON list, e.g. `enlace-assistant --tools-json`), "
         "so the model trains on the specs its assistant sends; default: a short search spec",
     )
+    p.add_argument(
+        "--household-requests",
+        action="store_true",
+        help="builtin: only requests to the household's tools (remember, forget, the shopping "
+        "list), each with no system prompt and no specs before it: the reading warm-up before the "
+        "SFT (scripts/chat-cpu.sh); needs --tools offering them",
+    )
     p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
     p.set_defaults(func=run)
 
@@ -85,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
     from enlace_data.chat.format import normalize_conversation
     from enlace_data.chat.loader import iter_records
 
+    if args.household_requests and not (args.source == "builtin" and args.tools):
+        raise DataError(
+            "--household-requests goes with the built-in set and the assistant's tool specs: "
+            "enlace-data chat builtin OUT_DIR --tools tools.json --household-requests"
+        )
     if args.source.endswith((".yaml", ".yml")):
         return _run_recipe(args)
     if args.overrides:
@@ -101,11 +113,19 @@ def run(args: argparse.Namespace) -> int:
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     skipped, reasons = 0, []
     if args.source == "builtin":
-        from enlace_data.chat.builtin import builtin_conversations, check_tools
+        from enlace_data.chat.builtin import (
+            builtin_conversations,
+            check_tools,
+            household_requests,
+        )
 
         tools = check_tools(read_tools(args.tools), str(args.tools)) if args.tools else None
-        splits["train"] = builtin_conversations("train", args.builtin_size, tools=tools)
-        splits["val"] = builtin_conversations("val", max(1, args.builtin_size // 10), tools=tools)
+        sizes = {"train": args.builtin_size, "val": max(1, args.builtin_size // 10)}
+        for split, n in sizes.items():
+            if args.household_requests and tools is not None:
+                splits[split] = household_requests(split, n, tools=tools)
+            else:
+                splits[split] = builtin_conversations(split, n, tools=tools)
     else:
         for record, where in (r for f in _files(args.source) for r in iter_records(f)):
             try:
