@@ -6,6 +6,8 @@
         train.checkpoint_every=60 run.out_dir=RUN              # ~5 min on 2 quiet cores
     uv run python benchmarks/reading_probe.py score RUN OUT_DIR
     uv run python benchmarks/reading_probe.py attention RUN OUT_DIR      # where the call looks
+    uv run python benchmarks/reading_probe.py choice runs/sft-cpu runs/chat-data   # the script's
+    uv run python benchmarks/reading_probe.py copying runs/sft-cpu runs/chat-data  # model
 
 `data` writes a chat data directory of nothing but the built-in shopping-list requests
 (`enlace_data.chat.builtin`'s, every tool of the assistant offered, as on the page): a third add
@@ -29,6 +31,12 @@ assistant's prompts).
 of the held-out conversations whose first call is a household tool (`recordar`, `olvidar`, the
 list's three actions), the first replies that call the right tool, and the right tool and action
 (benchmarks/CHAT.md, sixth and seventh sessions: 113 of the script's 400).
+`copying RUN DATA` reads the copying mechanism, teacher-forced: for each byte (after the first)
+of the names and facts a reference call copies from the request (`expect`), and of letter records
+(«qwhfk|qwhfk», copy_probe.py's), whether the model predicts it and how much attention any head
+puts on the same byte in the source (an induction head: near 1; none: about 1/position)
+(benchmarks/CHAT.md, seventh session: the head a base learned on records is erased by the chat
+fine-tuning and never looks at a name).
 `attention` reads the mechanism: teacher-forced on held-out conversations, the attention mass that
 each layer's heads put, from the position that writes the action, on the request, on the tool
 specs, on the rest of the prompt and on the 16 positions just before it (benchmarks/CHAT.md,
@@ -269,6 +277,80 @@ def attention(run: str, data: Path, n: int) -> Tensor:
     return attention_mass(model, tokenizer, convs)
 
 
+def copy_pairs(conversation: dict, tokenizer: Any) -> tuple[list[int], list[tuple[int, int]]]:
+    """The ids of the conversation through its first call, and for each byte (after the first)
+    of the entities the call must carry (`expect.memory` or `expect.query`): the position that
+    predicts it in the call, and the position of the same byte in the request. An induction head,
+    the mechanism of copying, attends from the first to the second."""
+    from enlace_data.chat import render
+
+    first = next(i for i, m in enumerate(conversation["messages"]) if m["role"] == "assistant")
+    messages = conversation["messages"][: first + 1]
+    ids = render(messages, tokenizer, tools=conversation.get("tools")).ids
+    ends = [len(tokenizer.decode(ids[: i + 1])) for i in range(len(ids))]
+    text = tokenizer.decode(ids)
+    request = messages[first - 1]["content"]
+    start = text.rindex(request)
+    call = text.index('"arguments"', start + len(request))  # specials may decode to nothing
+    expect = conversation.get("expect") or {}
+    pairs = []
+    for entity in [*expect.get("memory", ()), *expect.get("query", ())]:
+        source, copy = request.find(entity), text.find(entity, call)
+        if source < 0 or copy < 0:
+            continue  # the reference itself rewords it: nothing to copy byte for byte
+        for j in range(1, len(entity)):
+            target = next(i for i, end in enumerate(ends) if end > start + source + j)
+            predicted = next(i for i, end in enumerate(ends) if end > copy + j)
+            pairs.append((predicted - 1, target))
+    return ids, pairs
+
+
+def record_pairs(seed: int = 1, length: int = 128) -> tuple[list[int], list[tuple[int, int]]]:
+    """A row of letter records («qwhfk|qwhfk», `enlace_data.copy_records`, what pretraining mixes
+    in and `copy_probe.py` scores) and its pairs as `copy_pairs` gives them for names: for each
+    copied byte after the first, the position that predicts it and the same byte's source."""
+    from enlace_data.copy_records import copy_record_row
+
+    row, spans = copy_record_row(random.Random(seed), length)
+    pairs = []
+    for start, end in spans:
+        source = start - (end - start) - 1  # «A|A»: the copy starts one past the separator
+        pairs += [(start + j - 1, source + j) for j in range(1, end - start)]
+    return list(row), pairs
+
+
+def copy_attention(probs: list[Tensor], pairs: list[tuple[int, int]]) -> Tensor:
+    """Mean attention (layers x heads) from each pair's predicting position to its source."""
+    import torch
+
+    queries = torch.tensor([q for q, _ in pairs])
+    targets = torch.tensor([t for _, t in pairs])
+    return torch.stack([p[:, queries, targets].mean(-1) for p in probs])
+
+
+def copying(
+    model: Any, rows: list[tuple[list[int], list[tuple[int, int]]]]
+) -> tuple[float, Tensor, int]:
+    """Teacher-forced on rows of ids with their (predicting, source) pairs (`copy_pairs` of chat
+    conversations, `record_pairs`): the share of the copied bytes the model predicts right, each
+    layer's heads' mean attention on the byte's source (`copy_attention`), and the bytes' count."""
+    import torch
+
+    right, total, weighted = 0, 0, None
+    for ids, pairs in rows:
+        if not pairs:
+            continue
+        with recorded_attention() as probs, torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+        guesses = logits.argmax(-1)
+        right += sum(int(guesses[q]) == ids[q + 1] for q, _ in pairs)
+        mass = copy_attention(probs, pairs) * len(pairs)
+        weighted = mass if weighted is None else weighted + mass
+        total += len(pairs)
+    assert weighted is not None, "no row has a byte to copy"
+    return right / total, weighted / total, total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -289,6 +371,10 @@ def main() -> None:
     )
     c.add_argument("run")
     c.add_argument("data", type=Path, help="a chat data directory (the script's runs/chat-data)")
+    k = sub.add_parser("copying", help="are the request's names copied into the call, and how")
+    k.add_argument("run")
+    k.add_argument("data", type=Path, help="a chat data directory (the script's runs/chat-data)")
+    k.add_argument("--conversations", type=int, default=40)
     a = sub.add_parser("attention", help="where the position writing the action looks")
     a.add_argument("run")
     a.add_argument("data", type=Path)
@@ -314,6 +400,34 @@ def main() -> None:
             for head, row in enumerate(heads):
                 print(f"{layer:5} {head:4} " + " ".join(f"{x:8.3f}" for x in row))
         print(f"most on the request, any head: {mass[..., 0].max():.3f}")
+        return
+    if args.command == "copying":
+        import torch
+        from enlace_data.tokenizer import load_tokenizer
+        from enlace_model.checkpoint import load_model, resolve_checkpoint
+
+        checkpoint = resolve_checkpoint(args.run)
+        model = load_model(checkpoint, dtype=torch.float32).eval()
+        convs = [c for c in _held_out(args.data) if c.get("expect")][: args.conversations]
+        tokenizer = load_tokenizer(checkpoint)
+        rows = {
+            "the request's names and facts in the reference calls": [
+                copy_pairs(c, tokenizer) for c in convs
+            ],
+            "letter records (copy_probe.py's)": [record_pairs(seed) for seed in range(20)],
+        }
+        for what, pairs in rows.items():
+            pairs = [r for r in pairs if len(r[0]) <= model.cfg.context_length]
+            if not any(p for _, p in pairs):
+                print(f"{args.run}: {what}: none fits the model's context")
+                continue
+            accuracy, mass, n = copying(model, pairs)
+            best = divmod(int(mass.argmax()), mass.shape[1])
+            print(
+                f"{args.run}: {n} bytes of {what}: {accuracy:.1%} predicted right "
+                f"(teacher-forced); most attention on the byte's source, any head: "
+                f"{mass.max():.3f} (layer, head {best})"
+            )
         return
     if args.command == "choice":
         convs = household_requests(_held_out(args.data))

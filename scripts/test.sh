@@ -18,7 +18,7 @@
 #      the libllama of scripts/build-llama-server.sh (LLAMA_CPP_LIB_PATH), on two novels of the
 #      shared data or, without them, on the smoke corpus built into enlace-data;
 #   7. chat: scripts/chat-cpu.sh from nothing to a chat model (base smoke -> warm-up -> SFT, its time printed:
-#      the README's "under 10 minutes"), exported to GGUF, served by llama.cpp's llama-server and
+#      the README's target of 10 minutes), exported to GGUF, served by llama.cpp's llama-server and
 #      asked a question through the assistant, which calls the search tool against a local fixture
 #      page;
 #   8. lm-eval: `enlace-train lm-eval` on a task defined from local files, in its own environment

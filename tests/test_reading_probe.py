@@ -194,3 +194,70 @@ def test_choice_counts_the_right_tool_and_action_and_not_one_call_for_all() -> N
     added = one_action["lista_de_la_compra añadir"]
     assert added[0] == added[2] > 0 and added[1] == 0  # right tool, wrong action
     assert one_action["recordar"][:2] == (0, 0)  # no call at all
+
+
+def _remembers() -> list[dict]:
+    from enlace_data.chat.builtin import builtin_conversations
+
+    convs = builtin_conversations("val", 400, tools=TOOLS)
+    return [c for c in convs if (c.get("expect") or {}).get("memory")]
+
+
+def test_copy_pairs_point_from_the_predicting_position_to_the_same_byte_in_the_request() -> None:
+    from enlace_data.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    convs = _remembers()[:12]
+    assert convs
+    for c in convs:
+        ids, pairs = reading_probe.copy_pairs(c, tok)
+        request = list(next(m for m in c["messages"] if m["role"] == "user")["content"].encode())
+        start = max(i for i in range(len(ids)) if ids[i : i + len(request)] == request)
+        call = next(i for i in range(start, len(ids)) if ids[i : i + 11] == list(b'"arguments"'))
+        entities = c["expect"]["memory"]
+        assert len(pairs) == sum(len(e) - 1 for e in entities)  # every byte after the first
+        for predicting, source in pairs:
+            assert ids[predicting + 1] == ids[source]  # the byte to write is the source's
+            assert start <= source < start + len(request) and predicting >= call
+
+
+def test_copy_attention_tells_an_induction_head_from_a_spread_one() -> None:
+    import torch
+
+    T, pairs = 50, [(40, 10), (41, 11), (45, 20)]
+    spread = torch.ones(T, T).tril()
+    spread = spread / spread.sum(-1, keepdim=True)
+    induction = torch.zeros(T, T)
+    for q, t in pairs:
+        induction[q, t] = 1.0
+    probs = [torch.stack([spread, induction])]  # one layer, two heads
+    mass = reading_probe.copy_attention(probs, pairs)
+    assert mass.shape == (1, 2) and mass[0, 1] == 1.0
+    assert abs(float(mass[0, 0]) - (1 / 41 + 1 / 42 + 1 / 46) / 3) < 1e-6
+
+
+def test_copying_reads_a_model_teacher_forced() -> None:
+    """Wired to a real model: uniform attention puts 1/(q+1) on each source, and its guesses
+    are the model's argmax at the predicting positions."""
+    from enlace_data.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    convs = _remembers()[:2]
+    rows = [reading_probe.copy_pairs(c, tok) for c in convs]
+    accuracy, mass, n = reading_probe.copying(_model(264), rows)
+    pairs = [p for _, row_pairs in rows for p in row_pairs]
+    assert n == len(pairs) and 0.0 <= accuracy <= 1.0
+    expected = sum(1 / (q + 1) for q, _ in pairs) / len(pairs)
+    assert abs(float(mass.max()) - expected) < 1e-5 and abs(float(mass.min()) - expected) < 1e-5
+
+
+def test_record_pairs_point_at_the_copied_bytes_source() -> None:
+    row, pairs = reading_probe.record_pairs(seed=3)
+    assert len(row) == 128 and len(pairs) > 40
+    text = bytes(row).decode("utf-8", errors="replace")
+    assert "|" in text
+    for predicting, source in pairs:
+        assert row[predicting + 1] == row[source] and source < predicting
+        assert (
+            0 < predicting + 1 - source <= 2 * 16 + 2
+        )  # a few positions back: «A|A», A <= 16 bytes
