@@ -74,7 +74,8 @@ def write_data(
     request_only drops the system prompt and the tools (the same requests, short prompts), and
     short_share does it to that share of the training requests only (val keeps every prompt)."""
     from enlace_data._fs import write_atomic
-    from enlace_data.chat.builtin import _shopping_conversation, check_tools, read_tools
+    from enlace_data.chat.builtin import _shopping_conversation
+    from enlace_data.chat.tools import check_tools, read_tools
 
     tools = check_tools(read_tools(tools_path), str(tools_path))
     splits = {}

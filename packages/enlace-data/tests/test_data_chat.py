@@ -530,7 +530,8 @@ def test_about_half_of_the_orders_come_without_their_final_period() -> None:
     (the full one, the household requests; train and val) holds both forms, and dropping the
     period changes nothing else of the conversation a seed gives."""
     from enlace_data.chat import builtin
-    from enlace_data.chat.builtin import SEARCH_TOOL, household_requests
+    from enlace_data.chat.builtin import SEARCH_TOOL
+    from enlace_data.chat.household_requests import household_requests
 
     def spec(name: str) -> dict[str, Any]:
         return {"type": "function", "function": {"name": name, "parameters": {}}}

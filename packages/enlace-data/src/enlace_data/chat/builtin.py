@@ -12,11 +12,9 @@ that end in a period come without it, as people type and voice assistants transc
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from enlace_config.contracts import (
@@ -30,9 +28,9 @@ from enlace_config.contracts import (
     SHOPPING_LIST_TOOL_NAME,
 )
 
-from enlace_data.errors import DataError
+from enlace_data.chat.tools import check_tools, tool_name
 
-__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations", "check_tools", "household_requests"]
+__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations", "check_tools"]
 
 # A short spec of that tool: a smoke model's context is small.
 SEARCH_TOOL: dict[str, Any] = {
@@ -464,7 +462,7 @@ GROCERIES = (
 def _list_paragraph(tools: list[dict[str, Any]]) -> str:
     """The shopping list's paragraph as the assistant puts it before the memory block, when the
     list is offered."""
-    offered = SHOPPING_LIST_TOOL_NAME in {_tool_name(t) for t in tools}
+    offered = SHOPPING_LIST_TOOL_NAME in {tool_name(t) for t in tools}
     return "\n\n" + SHOPPING_LIST_PROMPT if offered else ""
 
 
@@ -496,7 +494,7 @@ def _shopping_conversation(
         result = f"En la lista: {', '.join(things)}."
         reply = f"En la lista de la compra hay: {said}."
     system = rng.choice(SYSTEMS[2:]) + _list_paragraph(tools)
-    if {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME} <= {_tool_name(t) for t in tools}:
+    if {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME} <= {tool_name(t) for t in tools}:
         system += f"\n\n{NO_MEMORIES.format(persona=person)}\n{MEMORY_TOOLS}"
     turns = _tool_turns(ask.format(said), SHOPPING_LIST_TOOL_NAME, arguments, result, reply)
     return {"messages": [{"role": "system", "content": system}, *turns], "tools": tools}
@@ -512,35 +510,6 @@ def _tool_turns(
         {"role": "tool", "content": result},
         {"role": "assistant", "content": reply},
     ]
-
-
-def _tool_name(tool: dict[str, Any]) -> str:
-    return str((tool.get("function") or {}).get("name", ""))
-
-
-def read_tools(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise DataError(f"cannot read ({e.strerror})", path=path) from e
-    except ValueError as e:
-        raise DataError(f"not JSON ({e})", path=path) from e
-
-
-def check_tools(tools: Any, where: str) -> list[dict[str, Any]]:
-    """`tools` (OpenAI function specs, e.g. what `enlace-assistant --tools-json` prints) if they
-    offer the search tool the templates call, with its `consulta` argument; else a DataError."""
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise DataError(f"{where}: expected a JSON list of tool specs")
-    for tool in tools:
-        fn = tool.get("function") or {}
-        properties = (fn.get("parameters") or {}).get("properties") or {}
-        if fn.get("name") == SEARCH_TOOL_NAME and "consulta" in properties:
-            return tools
-    raise DataError(
-        f"{where}: no tool named {SEARCH_TOOL_NAME!r} with a 'consulta' argument: the built-in "
-        "conversations call that tool"
-    )
 
 
 # People type on a phone, and voice assistants transcribe, without the final period: «Añade leche a
@@ -571,9 +540,9 @@ def builtin_conversations(
     offered = check_tools(tools, "tools") if tools is not None else [SEARCH_TOOL]
     # The assistant offers the search alone when it does not know who speaks (the terminal, the
     # end-to-end test), and every tool with the person's memories on the page.
-    searching = [t for t in offered if _tool_name(t) == SEARCH_TOOL_NAME]
-    memory = {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME} <= {_tool_name(t) for t in offered}
-    shopping = SHOPPING_LIST_TOOL_NAME in {_tool_name(t) for t in offered}
+    searching = [t for t in offered if tool_name(t) == SEARCH_TOOL_NAME]
+    memory = {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME} <= {tool_name(t) for t in offered}
+    shopping = SHOPPING_LIST_TOOL_NAME in {tool_name(t) for t in offered}
     val = split == "val"
     rng = random.Random(f"enlace-chat-builtin:{split}:{seed}")
     out: list[dict[str, Any]] = []
@@ -603,42 +572,3 @@ def builtin_conversations(
             conv["expect"] = expect
         out.append(conv)
     return _as_typed(out, random.Random(f"enlace-chat-typed:{split}:{seed}"))
-
-
-# Of the household requests, this share remember or forget a fact, the rest use the shopping list
-# (about 46 % remember, 23 % forget, 31 % the list: the mix of the warm-up measured in
-# benchmarks/CHAT.md, whose weakest call is `recordar`).
-REQUESTS_MEMORY_SHARE = 0.75
-
-
-def household_requests(
-    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """n requests to the household's tools (remember, forget, add to, remove from or read the
-    shopping list), each the whole prompt: no system prompt and no tool specs before it, the same
-    words, calls, results and replies as the full set's. The reading warm-up of
-    scripts/chat-cpu.sh: behind ~2,000 positions of specs a base pretrained on 128 positions
-    spreads its attention and misses the request; short prompts teach a head to find it, which
-    the SFT on the full prompts then keeps (benchmarks/CHAT.md, sixth and seventh sessions).
-    `tools` must offer the memory and the shopping list (the specs the assistant sends)."""
-    if split not in ("train", "val"):
-        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
-    offered = check_tools(tools, "tools")
-    missing = {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME, SHOPPING_LIST_TOOL_NAME} - {
-        _tool_name(t) for t in offered
-    }
-    if missing:
-        raise DataError(f"tools: the household requests call {sorted(missing)}, not offered")
-    val = split == "val"
-    rng = random.Random(f"enlace-chat-requests:{split}:{seed}")
-    out: list[dict[str, Any]] = []
-    while len(out) < n:
-        if rng.random() < REQUESTS_MEMORY_SHARE:
-            conv = _memory_conversation(rng, val, offered)
-        else:
-            conv = _shopping_conversation(rng, val, offered)
-        messages = [m for m in conv["messages"] if m["role"] != "system"]
-        if not any(m.get("tool_calls") for m in messages):
-            continue  # a question the memory answers: no request to read
-        out.append({**conv, "messages": messages, "tools": []})
-    return _as_typed(out, random.Random(f"enlace-chat-typed-requests:{split}:{seed}"))

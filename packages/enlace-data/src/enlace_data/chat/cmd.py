@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from enlace_data._fs import write_atomic
-from enlace_data.chat.builtin import read_tools
 from enlace_data.chat.format import as_messages, is_val
+from enlace_data.chat.tools import read_tools
 from enlace_data.errors import DataError
 
 
@@ -113,11 +113,9 @@ def run(args: argparse.Namespace) -> int:
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     skipped, reasons = 0, []
     if args.source == "builtin":
-        from enlace_data.chat.builtin import (
-            builtin_conversations,
-            check_tools,
-            household_requests,
-        )
+        from enlace_data.chat.builtin import builtin_conversations
+        from enlace_data.chat.household_requests import household_requests
+        from enlace_data.chat.tools import check_tools
 
         tools = check_tools(read_tools(args.tools), str(args.tools)) if args.tools else None
         sizes = {"train": args.builtin_size, "val": max(1, args.builtin_size // 10)}

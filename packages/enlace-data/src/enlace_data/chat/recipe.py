@@ -23,8 +23,9 @@ from enlace_config import ConfigError, load_config
 from enlace_config.schema.chat import ChatHubSource, ChatRecipeConfig
 
 from enlace_data._fs import write_atomic
-from enlace_data.chat.builtin import builtin_conversations, check_tools, read_tools
+from enlace_data.chat.builtin import builtin_conversations
 from enlace_data.chat.format import as_messages, is_val, normalize_conversation
+from enlace_data.chat.tools import check_tools, read_tools
 from enlace_data.errors import DataError
 
 OASST_COLUMNS = ("message_id", "parent_id", "text", "role", "rank")

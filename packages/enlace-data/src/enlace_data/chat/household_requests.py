@@ -1,0 +1,55 @@
+"""The reading warm-up's conversations: the household's requests alone (`enlace-data chat builtin
+OUT_DIR --tools T --household-requests`, scripts/chat-cpu.sh), drawn with the built-in set's own
+conversation writers so that their words, calls and replies are the full set's."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from enlace_config.contracts import FORGET_TOOL_NAME, REMEMBER_TOOL_NAME, SHOPPING_LIST_TOOL_NAME
+
+from enlace_data.chat.builtin import _as_typed, _memory_conversation, _shopping_conversation
+from enlace_data.chat.tools import check_tools, tool_name
+from enlace_data.errors import DataError
+
+__all__ = ["household_requests"]
+
+
+# Of the household requests, this share remember or forget a fact, the rest use the shopping list
+# (about 46 % remember, 23 % forget, 31 % the list: the mix of the warm-up measured in
+# benchmarks/CHAT.md, whose weakest call is `recordar`).
+REQUESTS_MEMORY_SHARE = 0.75
+
+
+def household_requests(
+    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """n requests to the household's tools (remember, forget, add to, remove from or read the
+    shopping list), each the whole prompt: no system prompt and no tool specs before it, the same
+    words, calls, results and replies as the full set's. The reading warm-up of
+    scripts/chat-cpu.sh: behind ~2,000 positions of specs a base pretrained on 128 positions
+    spreads its attention and misses the request; short prompts teach a head to find it, which
+    the SFT on the full prompts then keeps (benchmarks/CHAT.md, sixth and seventh sessions).
+    `tools` must offer the memory and the shopping list (the specs the assistant sends)."""
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    offered = check_tools(tools, "tools")
+    missing = {REMEMBER_TOOL_NAME, FORGET_TOOL_NAME, SHOPPING_LIST_TOOL_NAME} - {
+        tool_name(t) for t in offered
+    }
+    if missing:
+        raise DataError(f"tools: the household requests call {sorted(missing)}, not offered")
+    val = split == "val"
+    rng = random.Random(f"enlace-chat-requests:{split}:{seed}")
+    out: list[dict[str, Any]] = []
+    while len(out) < n:
+        if rng.random() < REQUESTS_MEMORY_SHARE:
+            conv = _memory_conversation(rng, val, offered)
+        else:
+            conv = _shopping_conversation(rng, val, offered)
+        messages = [m for m in conv["messages"] if m["role"] != "system"]
+        if not any(m.get("tool_calls") for m in messages):
+            continue  # a question the memory answers: no request to read
+        out.append({**conv, "messages": messages, "tools": []})
+    return _as_typed(out, random.Random(f"enlace-chat-typed-requests:{split}:{seed}"))
