@@ -466,13 +466,6 @@ CROSS_FIELD_CASES = [
     ),
     ({}, ["train.seed=-1"], "train.seed", "`train.seed=-1`", ["greater than or equal to 0"]),
     (
-        {"data/bytes.yaml": "kind: chat\npath: data/x\ncontext_length: 64\n"},
-        ["model.vocab_size=264", "train.copy_records_share=0.5"],
-        "train.copy_records_share",
-        "`train.copy_records_share=0.5`",
-        ["pretraining rows", "not chat"],
-    ),
-    (
         {},
         ["hardware.peak_flops=.inf"],
         "hardware.peak_flops",
@@ -514,11 +507,14 @@ def test_several_cross_field_problems_in_one_section(write_tree: WriteTree) -> N
 # ---------------------------------------------------------------------------------- other kinds
 
 
-def test_copy_records_go_into_byte_and_token_rows(write_tree: WriteTree) -> None:
-    """Copy records mix into pretraining rows of bytes and of token shards (issue 35)."""
+def test_copy_records_go_into_byte_token_and_chat_rows(write_tree: WriteTree) -> None:
+    """Copy records mix into pretraining rows of bytes and of token shards, and into chat rows,
+    where they keep the copying head through the fine-tuning (issue 35)."""
     shards = {"data/bytes.yaml": "kind: shards\npath: data/x\ncontext_length: 64\n"}
-    for files in ({}, shards):
-        cfg = load(write_tree(files), overrides=["train.copy_records_share=0.5"]).config
+    chat = {"data/bytes.yaml": "kind: chat\npath: data/x\ncontext_length: 64\n"}
+    for files, vocab in (({}, []), (shards, []), (chat, ["model.vocab_size=264"])):
+        overrides = ["train.copy_records_share=0.5", *vocab]
+        cfg = load(write_tree(files), overrides=overrides).config
         assert cfg.train.copy_records_share == 0.5
 
 

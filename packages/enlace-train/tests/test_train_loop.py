@@ -122,8 +122,9 @@ def test_truncate_metrics_keeps_rows_up_to_the_step_and_drops_a_torn_line(tmp_pa
 
 def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
     """train.copy_records_share: at step 0 every row is «letters|letters» records (share 1),
-    at half the steps about half the rows, from copy_records_steps on none; the same draw gives
-    the same rows (exact resume), and each replaced row's targets are its inputs shifted by one."""
+    at half the steps about half the rows, from copy_records_steps on none (with 0 steps, the
+    share at every step); the same draw gives the same rows (exact resume), and each replaced
+    row's targets are its inputs shifted by one."""
     import numpy as np
     from enlace_config.schema import TrainConfig
     from enlace_train.trainer import mix_copy_records
@@ -144,6 +145,11 @@ def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
     assert records(25) == records(25) and records(25) != records(25, draw="b")
     unchanged = mix_copy_records((x, y), tc, 60, "a")
     assert unchanged[0] is x  # after the records' steps the batch is passed through as it is
+    constant = tc.model_copy(update={"copy_records_share": 0.5, "copy_records_steps": 0})
+    late = [
+        b"|" in bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), constant, 99, "a")[0]
+    ]
+    assert 16 < sum(late) < 48  # copy_records_steps 0: the share does not fall
 
 
 def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None:
@@ -165,6 +171,40 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
     for r in rows:
         first, copy = r.split(b"\n")[0].split(b"|")
         assert first == copy and first in bytes(text.astype(np.uint8)), r
+
+
+def test_copy_records_in_chat_rows_are_one_segment_trained_everywhere() -> None:
+    """data.kind chat: a replaced row's targets are all trained (no -1 left from the chat's masks)
+    and its segments one id, so the records attend across the row; a text record copies the row's
+    own bytes without its chat tokens (ids from 256); rows left alone keep their masks and
+    segments."""
+    import numpy as np
+    from enlace_config.schema import TrainConfig
+    from enlace_train.trainer import mix_copy_records
+
+    said = np.frombuffer(b"Recuerda que mi hija se llama Irene. " * 8, dtype=np.uint8)
+    row = np.concatenate([[260], said.astype(np.int64), [261]])[:129]
+    x, y = row[None, :128].repeat(8, 0), row[None, 1:129].repeat(8, 0)
+    y[:, :64] = -1  # the prompt is not trained, only the reply
+    segments = np.zeros_like(x)
+    segments[:, 100:] = 7  # a second conversation packed into the row
+    common = {"max_steps": 10, "global_batch_size": 8, "lr": 1e-3, "copy_records_steps": 1000}
+    half = mix_copy_records((x, y, segments), TrainConfig(**common, copy_records_share=0.5), 0, "c")
+    mx, my, ms = half
+    replaced = [bool((mx[r] != x[r]).any()) for r in range(8)]
+    assert any(replaced) and not all(replaced), replaced
+    for r in range(8):
+        if replaced[r]:
+            assert (
+                (my[r] >= 0).all() and (mx[r, 1:] == my[r, :-1]).all() and (ms[r] == ms[r, 0]).all()
+            )
+        else:
+            assert (my[r] == y[r]).all() and (ms[r] == segments[r]).all()
+    text = TrainConfig(**common, copy_records_share=1.0, copy_records_source="text")
+    for r in mix_copy_records((x, y, segments), text, 0, "c")[0]:
+        assert (r < 256).all()
+        first, copy = bytes(r.astype(np.uint8)).split(b"\n")[0].split(b"|")
+        assert first == copy and first in said.tobytes(), first
 
 
 def test_copy_records_of_token_rows_are_ids_copied_after_themselves() -> None:

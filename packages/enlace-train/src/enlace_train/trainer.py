@@ -174,44 +174,50 @@ def mix_copy_records(
     draw: str,
     token_ids: range | None = None,
 ) -> Sequence[np.ndarray[Any, Any]]:
-    """A micro-batch (inputs, targets) of bytes or token ids with some rows replaced by copy records
-    (enlace_data/copy_records.py): each row with probability train.copy_records_share, falling
-    linearly to zero at train.copy_records_steps. `draw` names the micro-batch (seed, step,
-    micro-step, rank), so a resumed run draws the same rows. `token_ids`: the tokenizer's ordinary
-    ids, for token rows (data.kind shards): their records are ids (`copy_record_ids`)."""
-    share = tc.copy_records_share * max(0.0, 1.0 - step / max(tc.copy_records_steps, 1))
+    """A micro-batch (inputs, targets[, segments]) of bytes or token ids with some rows replaced by
+    copy records (enlace_data/copy_records.py): each row with probability train.copy_records_share,
+    falling linearly to zero at train.copy_records_steps (0: not falling). `draw` names the
+    micro-batch (seed, step, micro-step, rank), so a resumed run draws the same rows. `token_ids`:
+    the tokenizer's ordinary ids, for token rows (shards, or chat on a tokenizer): their records
+    are ids (`copy_record_ids`). Chat rows (with segments) become one segment, every position
+    trained; a text record copies the row's own bytes or ordinary ids, its chat tokens left out (a
+    row of chat tokens alone gets random records)."""
+    steps = tc.copy_records_steps
+    share = tc.copy_records_share * (max(0.0, 1.0 - step / steps) if steps else 1.0)
     if share <= 0:
         return batch
-    x, y = (a.copy() for a in batch)
+    x, y, *rest = (a.copy() for a in batch)
     rng = random.Random(f"copy-records-{draw}")
     for r in range(x.shape[0]):
         if rng.random() >= share:
             continue
         text = tc.copy_records_source == "text"
         if token_ids is not None:
-            record, _ = copy_record_ids(
-                rng, x.shape[1] + 1, token_ids, x[r].tolist() if text else None
-            )
+            own = [i for i in x[r].tolist() if i >= token_ids.start] if text else None
+            record, _ = copy_record_ids(rng, x.shape[1] + 1, token_ids, own or None)
             ids = np.asarray(record, dtype=x.dtype)
         else:
             letters = LETTERS[: tc.copy_records_letters]
-            row, _ = copy_record_row(
-                rng, x.shape[1] + 1, bytes(x[r].astype(np.uint8)) if text else None, letters
-            )
+            own_bytes = bytes(int(i) for i in x[r] if i < 256) if text else None
+            row, _ = copy_record_row(rng, x.shape[1] + 1, own_bytes or None, letters)
             ids = np.frombuffer(row, dtype=np.uint8)
         x[r], y[r] = ids[:-1], ids[1:]
-    return x, y
+        for segments in rest:
+            segments[r] = 0  # one segment: the records attend across the whole row
+    return x, y, *rest
 
 
 @functools.cache
-def copy_token_ids(kind: str, path: str, vocab_size: int) -> range | None:
-    """The ids copy records draw from: None for bytes (the records are letters); for token shards
-    the tokenizer's ids after its special tokens (byte pieces and ordinary pieces)."""
-    if kind == "bytes":
+def copy_token_ids(kind: str, path: str, tokenizer: str, vocab_size: int) -> range | None:
+    """The ids copy records draw from: None for bytes (the records are letters: data.kind bytes,
+    or chat on the byte tokenizer); for token shards or chat on a tokenizer, that tokenizer's ids
+    after its special tokens (byte pieces and ordinary pieces)."""
+    if kind == "bytes" or (kind == "chat" and tokenizer == "bytes"):
         return None
     from enlace_data.tokenizer import load_tokenizer
 
-    return range(max(load_tokenizer(path).special_ids.values()) + 1, vocab_size)
+    specials = load_tokenizer(tokenizer if kind == "chat" else path).special_ids.values()
+    return range(max(specials) + 1, vocab_size)
 
 
 DIVERGED_FIX = (
@@ -242,7 +248,10 @@ def train_step(
             batch = next(training.loader)  # x, y (, segments)
             if tc.copy_records_share:
                 draw = f"{tc.seed}-{prog.step}-{micro}-{info.rank}"
-                ordinary = copy_token_ids(cfg.data.kind, cfg.data.path, cfg.model.vocab_size)
+                data = cfg.data
+                ordinary = copy_token_ids(
+                    data.kind, data.path, data.tokenizer, cfg.model.vocab_size
+                )
                 batch = mix_copy_records(batch, tc, prog.step, draw, ordinary)
             batch = [backend.to_device(a) for a in batch]
             # DDP/FSDP2: gradients are reduced across ranks on the last micro-step only

@@ -84,15 +84,6 @@ class RunConfig(StrictModel):
         model, data = sections.get("model"), sections.get("data")
         if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
             yield from batch_split_problems(hardware, train)
-        copying = isinstance(train, TrainConfig) and train.copy_records_share
-        if copying and isinstance(data, DataConfig) and data.kind not in ("bytes", "shards"):
-            yield FieldProblem(
-                "train.copy_records_share",
-                f"copy records are mixed into pretraining rows (data.kind bytes or shards), not "
-                f"{data.kind}; "
-                "set it to 0 for this run",
-                ("data.kind",),
-            )
         if isinstance(model, ModelConfig) and isinstance(data, DataConfig):
             vocab = model.vocab_size
             if data.kind == "bytes" and vocab < BYTE_VOCAB_SIZE:

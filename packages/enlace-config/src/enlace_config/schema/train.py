@@ -57,13 +57,14 @@ class TrainConfig(StrictModel):
     z_loss_weight: NonNegativeFloat = 1e-4
     """Weight of the z-loss term."""
     copy_records_share: float = Field(default=0.0, ge=0, le=1)
-    """data.kind bytes or shards: share of the training rows replaced by synthetic copy records
-    («qwhfk|qwhfk» in bytes, «A A» of token ids in shards: enlace_data/copy_records.py) at step 0,
-    falling linearly to none at copy_records_steps. Dense copy signal early in pretraining, so that
-    a small base forms the attention that copies from its context (issue 35); 0: the data as it
-    is."""
+    """Share of the training rows replaced by synthetic copy records («qwhfk|qwhfk» in bytes, «A A»
+    of token ids: enlace_data/copy_records.py) at step 0, falling linearly to none at
+    copy_records_steps (0: not falling). Dense copy signal early in pretraining, so that a small
+    base forms the attention that copies from its context; in chat runs, kept through the
+    fine-tuning so that the chat data does not erase it (issue 35). 0: the data as it is."""
     copy_records_steps: NonNegativeInt = 0
-    """Step at which the copy records' share has fallen to zero (see copy_records_share)."""
+    """Step at which the copy records' share has fallen to zero (see copy_records_share); 0: it
+    does not fall, the same share for the whole run (a chat fine-tuning's)."""
     copy_records_letters: int = Field(default=32, ge=2, le=32)
     """copy_records_source letters, bytes: how many letters of the alphabet (enlace_data/copy_records.py)
     the records draw from. With few, one letter does not tell where a copy stands (it occurs
