@@ -278,11 +278,15 @@ def attention(run: str, data: Path, n: int) -> Tensor:
     return attention_mass(model, tokenizer, convs)
 
 
-def copy_pairs(conversation: dict, tokenizer: Any) -> tuple[list[int], list[tuple[int, int]]]:
+def copy_pairs(
+    conversation: dict, tokenizer: Any, first_bytes: bool = False
+) -> tuple[list[int], list[tuple[int, int]]]:
     """The ids of the conversation through its first call, and for each byte (after the first)
     of the entities the call must carry (`expect.memory` or `expect.query`): the position that
     predicts it in the call, and the position of the same byte in the request. An induction head,
-    the mechanism of copying, attends from the first to the second."""
+    the mechanism of copying, attends from the first to the second. `first_bytes`: each entity's
+    first byte only, the one no byte of the name points to: finding it takes the bytes before the
+    name («se llama »), several bytes of key where the later ones need one."""
     from enlace_data.chat import render
 
     first = next(i for i, m in enumerate(conversation["messages"]) if m["role"] == "assistant")
@@ -299,7 +303,7 @@ def copy_pairs(conversation: dict, tokenizer: Any) -> tuple[list[int], list[tupl
         source, copy = request.find(entity), text.find(entity, call)
         if source < 0 or copy < 0:
             continue  # the reference itself rewords it: nothing to copy byte for byte
-        for j in range(1, len(entity)):
+        for j in range(1) if first_bytes else range(1, len(entity)):
             target = next(i for i, end in enumerate(ends) if end > start + source + j)
             predicted = next(i for i, end in enumerate(ends) if end > copy + j)
             pairs.append((predicted - 1, target))
@@ -414,6 +418,9 @@ def main() -> None:
         rows = {
             "the request's names and facts in the reference calls": [
                 copy_pairs(c, tokenizer) for c in convs
+            ],
+            "the first bytes of those names and facts": [
+                copy_pairs(c, tokenizer, first_bytes=True) for c in convs
             ],
             "letter records (copy_probe.py's)": [record_pairs(seed) for seed in range(20)],
         }

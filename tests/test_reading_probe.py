@@ -219,6 +219,13 @@ def test_copy_pairs_point_from_the_predicting_position_to_the_same_byte_in_the_r
         for predicting, source in pairs:
             assert ids[predicting + 1] == ids[source]  # the byte to write is the source's
             assert start <= source < start + len(request) and predicting >= call
+        ids_first, firsts = reading_probe.copy_pairs(c, tok, first_bytes=True)
+        assert ids_first == ids and len(firsts) == len(entities)  # one per name or fact
+        for (predicting, source), entity in zip(firsts, entities, strict=True):
+            assert ids[predicting + 1 : predicting + 1 + len(entity.encode())] == list(
+                entity.encode()
+            )
+            assert ids[source] == ids[predicting + 1] and start <= source < start + len(request)
 
 
 def test_copy_attention_tells_an_induction_head_from_a_spread_one() -> None:
