@@ -32,11 +32,12 @@ of the held-out conversations whose first call is a household tool (`recordar`, 
 list's three actions), the first replies that call the right tool, and the right tool and action
 (benchmarks/CHAT.md, sixth and seventh sessions: 113 of the script's 400).
 `copying RUN DATA` reads the copying mechanism, teacher-forced: for each byte (after the first)
-of the names and facts a reference call copies from the request (`expect`), and of letter records
-(«qwhfk|qwhfk», copy_probe.py's), whether the model predicts it and how much attention any head
-puts on the same byte in the source (an induction head: near 1; none: about 1/position)
-(benchmarks/CHAT.md, seventh session: the head a base learned on records is erased by the chat
-fine-tuning and never looks at a name).
+of the names and facts a reference call copies from the request (`expect`), for their first bytes
+apart, and for letter records («qwhfk|qwhfk», copy_probe.py's), whether the model predicts it and
+how much attention any head puts on the same byte in the source (an induction head: near 1; none:
+about 1/position) (benchmarks/CHAT.md, seventh and eighth sessions: the head a base learned on
+records is erased by the chat fine-tuning unless records stay in the warm-up's rows, and even
+then a name's first byte, found only by several bytes of key, is missed).
 `attention` reads the mechanism: teacher-forced on held-out conversations, the attention mass that
 each layer's heads put, from the position that writes the action, on the request, on the tool
 specs, on the rest of the prompt and on the 16 positions just before it (benchmarks/CHAT.md,

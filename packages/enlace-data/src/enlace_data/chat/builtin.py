@@ -30,7 +30,7 @@ from enlace_config.contracts import (
 
 from enlace_data.chat.tools import check_tools, tool_name
 
-__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations", "check_tools"]
+__all__ = ["SEARCH_TOOL_NAME", "builtin_conversations"]
 
 # A short spec of that tool: a smoke model's context is small.
 SEARCH_TOOL: dict[str, Any] = {
