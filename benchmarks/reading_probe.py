@@ -37,7 +37,9 @@ apart, and for letter records («qwhfk|qwhfk», copy_probe.py's), whether the mo
 how much attention any head puts on the same byte in the source (an induction head: near 1; none:
 about 1/position) (benchmarks/CHAT.md, seventh and eighth sessions: the head a base learned on
 records is erased by the chat fine-tuning unless records stay in the warm-up's rows, and even
-then a name's first byte, found only by several bytes of key, is missed).
+then a name's first byte, found only by several bytes of key, is missed); and for recall records
+(«ab=qwhf cd=zmu|cd=zmu ab=qwhf», the values' first bytes after the «|»), whether a head matches
+a key of several bytes, what that first byte needs (ninth session).
 `attention` reads the mechanism: teacher-forced on held-out conversations, the attention mass that
 each layer's heads put, from the position that writes the action, on the request, on the tool
 specs, on the rest of the prompt and on the 16 positions just before it (benchmarks/CHAT.md,
@@ -325,6 +327,20 @@ def record_pairs(seed: int = 1, length: int = 128) -> tuple[list[int], list[tupl
     return list(row), pairs
 
 
+def recall_pairs(seed: int = 1, length: int = 128) -> tuple[list[int], list[tuple[int, int]]]:
+    """A row of recall records («ab=qwhf cd=zmu|cd=zmu ab=qwhf», `enlace_data.copy_records`) and,
+    for each value after the «|», the pair (the «=» that predicts its first byte, that byte in the
+    first half): the byte found only by matching the key's several bytes, as a name's first."""
+    from enlace_data.copy_records import recall_record_row
+
+    row, spans = recall_record_row(random.Random(seed), length)
+    pairs = []
+    for start, end in spans:
+        source = row.rfind(row[start - 3 : end], 0, start - 3) + 3  # «cd=zmu» in the first half
+        pairs.append((start - 1, source))
+    return list(row), pairs
+
+
 def copy_attention(probs: list[Tensor], pairs: list[tuple[int, int]]) -> Tensor:
     """Mean attention (layers x heads) from each pair's predicting position to its source."""
     import torch
@@ -424,6 +440,7 @@ def main() -> None:
                 copy_pairs(c, tokenizer, first_bytes=True) for c in convs
             ],
             "letter records (copy_probe.py's)": [record_pairs(seed) for seed in range(20)],
+            "recall records' values, first bytes": [recall_pairs(seed) for seed in range(40)],
         }
         for what, pairs in rows.items():
             pairs = [r for r in pairs if len(r[0]) <= model.cfg.context_length]

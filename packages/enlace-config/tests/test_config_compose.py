@@ -518,6 +518,20 @@ def test_copy_records_go_into_byte_token_and_chat_rows(write_tree: WriteTree) ->
         assert cfg.train.copy_records_share == 0.5
 
 
+def test_recall_records_are_refused_for_token_rows(write_tree: WriteTree) -> None:
+    """Recall records are bytes: with token shards or chat on a tokenizer the config fails at
+    start-up, naming the key and the data it does not fit; bytes and byte chat take them."""
+    recall = ["train.copy_records_share=0.5", "train.copy_records_source=letters+recall"]
+    shards = {"data/bytes.yaml": "kind: shards\npath: data/x\ncontext_length: 64\n"}
+    msg = error_of(write_tree(shards), overrides=recall)
+    problem_line(msg, "train.copy_records_source:", "recall records are bytes")
+    assert "data.kind shards" in msg
+    chat = {"data/bytes.yaml": "kind: chat\npath: data/x\ncontext_length: 64\n"}
+    cfg = load(write_tree(chat), overrides=[*recall, "model.vocab_size=264"]).config
+    assert cfg.train.copy_records_source == "letters+recall"
+    assert load(write_tree(), overrides=recall).config.train.copy_records_share == 0.5
+
+
 def test_layer_file_validates_as_complete_section(write_tree: WriteTree) -> None:
     root = write_tree(
         {

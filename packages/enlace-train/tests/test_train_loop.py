@@ -154,7 +154,8 @@ def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
 
 def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None:
     """copy_records_letters: 4 letters give rows of «abca|abca» records over «abcd» alone;
-    copy_records_source text: records copy spans of the row's own text."""
+    copy_records_source text: records copy spans of the row's own text; letters+recall: rows of
+    letter records and rows of recall records («ab=qwhf cd=zmu|cd=zmu ab=qwhf»)."""
     import numpy as np
     from enlace_config.schema import TrainConfig
     from enlace_train.trainer import mix_copy_records
@@ -171,6 +172,18 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
     for r in rows:
         first, copy = r.split(b"\n")[0].split(b"|")
         assert first == copy and first in bytes(text.astype(np.uint8)), r
+    mixed = TrainConfig(**common, copy_records_source="letters+recall")
+    kinds = set()
+    for draw in "abcdefgh":
+        for r in mix_copy_records((x, y), mixed, 0, draw)[0]:
+            first, copy = bytes(r.astype(np.uint8)).split(b"\n")[0].split(b"|")
+            pairs = dict(p.split(b"=") for p in first.split(b" ")) if b"=" in first else None
+            if pairs:  # recall: the same key=value pairs after the «|», in another order
+                assert dict(p.split(b"=") for p in copy.split(b" ")) == pairs, r
+            else:
+                assert first == copy, r
+            kinds.add(pairs is not None)
+    assert kinds == {True, False}  # half and half: both kinds drawn
 
 
 def test_copy_records_in_chat_rows_are_one_segment_trained_everywhere() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["LETTERS", "copy_record_ids", "copy_record_row"]
+__all__ = ["LETTERS", "copy_record_ids", "copy_record_row", "recall_record_row"]
 
 # The Spanish alphabet in lower case with its accented vowels: six of the 32 take two UTF-8 bytes.
 LETTERS = "abcdefghijklmnñopqrstuvwxyzáéíóú"
@@ -43,6 +43,38 @@ def copy_record_row(
         row += a + SEPARATOR.encode() + a + END.encode()
         if start + len(a) <= length:
             spans.append((start, start + len(a)))
+    return bytes(row[:length]), spans
+
+
+KEY_LETTERS = 6  # a key is two of the first six letters: its last letter alone seldom says which
+MIN_PAIRS, MAX_PAIRS = 3, 5
+MIN_VALUE, MAX_VALUE = 3, 6
+
+
+def recall_record_row(rng: random.Random, length: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """`length` bytes of recall records «ab=qwhf cd=zmu|cd=zmu ab=qwhf\\n»: 3-5 pairs of a
+    two-letter key and a value of 3-6 random letters, then the same pairs in another order, and the
+    spans [start, end) of the values after the «|» that end inside the row. A value's later bytes
+    follow from the byte before them, as in `copy_record_row`; its first byte only from its key,
+    several bytes back («cd=», where «d=» or «=» alone occur in other pairs): what a name's first
+    letter needs in «Mi hija se llama I…», found by «se llama » in the request."""
+    row, spans = bytearray(), []
+    while len(row) < length:
+        keys = rng.sample([a + b for a in LETTERS[:KEY_LETTERS] for b in LETTERS[:KEY_LETTERS]],
+                          rng.randint(MIN_PAIRS, MAX_PAIRS))  # fmt: skip
+        pairs = [
+            (k, "".join(rng.choice(LETTERS) for _ in range(rng.randint(MIN_VALUE, MAX_VALUE))))
+            for k in keys
+        ]
+        row += " ".join(f"{k}={v}" for k, v in pairs).encode() + SEPARATOR.encode()
+        rng.shuffle(pairs)
+        for i, (k, v) in enumerate(pairs):
+            row += f"{' ' if i else ''}{k}=".encode()
+            start = len(row)
+            row += v.encode()
+            if len(row) <= length:
+                spans.append((start, len(row)))
+        row += END.encode()
     return bytes(row[:length]), spans
 
 

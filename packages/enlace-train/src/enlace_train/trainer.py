@@ -29,7 +29,12 @@ import numpy as np
 import torch
 from enlace_config import ResolvedConfig
 from enlace_config.schema import RunConfig, TrainConfig
-from enlace_data.copy_records import LETTERS, copy_record_ids, copy_record_row
+from enlace_data.copy_records import (
+    LETTERS,
+    copy_record_ids,
+    copy_record_row,
+    recall_record_row,
+)
 from enlace_data.loader import build_loader, eval_batches, split_bytes_per_token
 from enlace_data.stream import StreamLoader
 from enlace_model import Transformer, build_model, count_parameters, flops_per_token
@@ -181,7 +186,8 @@ def mix_copy_records(
     the tokenizer's ordinary ids, for token rows (shards, or chat on a tokenizer): their records
     are ids (`copy_record_ids`). Chat rows (with segments) become one segment, every position
     trained; a text record copies the row's own bytes or ordinary ids, its chat tokens left out (a
-    row of chat tokens alone gets random records)."""
+    row of chat tokens alone gets random records). Recall records (`recall_record_row`) are bytes
+    only (the config refuses them for token rows); letters+recall draws one kind per row."""
     steps = tc.copy_records_steps
     share = tc.copy_records_share * (max(0.0, 1.0 - step / steps) if steps else 1.0)
     if share <= 0:
@@ -191,15 +197,21 @@ def mix_copy_records(
     for r in range(x.shape[0]):
         if rng.random() >= share:
             continue
-        text = tc.copy_records_source == "text"
+        source = tc.copy_records_source
+        if source == "letters+recall":
+            source = "recall" if rng.random() < 0.5 else "letters"
+        text = source == "text"
         if token_ids is not None:
             own = [i for i in x[r].tolist() if i >= token_ids.start] if text else None
             record, _ = copy_record_ids(rng, x.shape[1] + 1, token_ids, own or None)
             ids = np.asarray(record, dtype=x.dtype)
         else:
-            letters = LETTERS[: tc.copy_records_letters]
-            own_bytes = bytes(int(i) for i in x[r] if i < 256) if text else None
-            row, _ = copy_record_row(rng, x.shape[1] + 1, own_bytes or None, letters)
+            if source == "recall":
+                row, _ = recall_record_row(rng, x.shape[1] + 1)
+            else:
+                letters = LETTERS[: tc.copy_records_letters]
+                own_bytes = bytes(int(i) for i in x[r] if i < 256) if text else None
+                row, _ = copy_record_row(rng, x.shape[1] + 1, own_bytes or None, letters)
             ids = np.frombuffer(row, dtype=np.uint8)
         x[r], y[r] = ids[:-1], ids[1:]
         for segments in rest:

@@ -84,6 +84,16 @@ class RunConfig(StrictModel):
         model, data = sections.get("model"), sections.get("data")
         if isinstance(hardware, HardwareConfig) and isinstance(train, TrainConfig):
             yield from batch_split_problems(hardware, train)
+        if isinstance(train, TrainConfig) and isinstance(data, DataConfig):
+            byte_rows = data.kind == "bytes" or (data.kind == "chat" and data.tokenizer == "bytes")
+            if "recall" in train.copy_records_source and not byte_rows:
+                yield FieldProblem(
+                    "train.copy_records_source",
+                    f"recall records are bytes («ab=qwhf cd=zmu|cd=zmu ab=qwhf»), for rows of "
+                    f"bytes or of chat on the byte tokenizer, not data.kind {data.kind} with "
+                    f"tokenizer {data.tokenizer}: use letters or text",
+                    ("data.kind", "data.tokenizer"),
+                )
         if isinstance(model, ModelConfig) and isinstance(data, DataConfig):
             vocab = model.vocab_size
             if data.kind == "bytes" and vocab < BYTE_VOCAB_SIZE:

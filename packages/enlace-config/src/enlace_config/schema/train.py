@@ -69,10 +69,12 @@ class TrainConfig(StrictModel):
     """copy_records_source letters, bytes: how many letters of the alphabet (enlace_data/copy_records.py)
     the records draw from. With few, one letter does not tell where a copy stands (it occurs
     several times nearby), so the model must learn to match several bytes, as natural text needs."""
-    copy_records_source: Literal["letters", "text"] = "letters"
-    """What the copy records copy: 5-8 random letters (4-8 random ordinary ids in token shards), or
+    copy_records_source: Literal["letters", "text", "recall", "letters+recall"] = "letters"
+    """What the copy records copy: 5-8 random letters (4-8 random ordinary ids in token shards),
     spans of the row's own text (10-20 bytes, or 4-8 ids: several bytes, not one, tell where a span
-    of natural text stands)."""
+    of natural text stands), recall records (bytes only: «ab=qwhf cd=zmu|cd=zmu ab=qwhf», each
+    value's first byte found by its key's several bytes, as a name's first letter by «se llama »),
+    or letters+recall (each record row one or the other, half and half)."""
     log_every: PositiveInt = 10
     """Steps between log lines / metrics rows."""
     eval_every: PositiveInt = 100
