@@ -521,15 +521,6 @@ def _person_config(tmp_path: Path, base_url: str, search: Path) -> Path:
     return config
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured on the chat stage's model (CI's seed, with the reading warm-up): it reads "
-    "the list's requests and the forgets (28/28, 27/29 of the held-out ones) but sends only 31 of "
-    "56 «Recuerda que…» to `recordar`, most misses to `olvidar`, whose «Ya no hace falta que "
-    "recuerdes que…» shares the bytes; «Recuerda que mi hija se llama Lucía» → olvidar "
-    "(benchmarks/CHAT.md, seventh session). Strict: a model that gets it right turns this red "
-    "until the mark goes",
-)
 def test_real_gguf_model_remembers_then_uses_the_memory(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str], chat: Any
 ) -> None:
