@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import sys
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from handmade_heads import induction  # noqa: E402
+
 spec = importlib.util.spec_from_file_location("copy_probe", REPO / "benchmarks" / "copy_probe.py")
 assert spec and spec.loader
 copy_probe = importlib.util.module_from_spec(spec)
@@ -17,20 +21,6 @@ spec.loader.exec_module(copy_probe)
 
 def encode(text: str) -> list[int]:
     return list(text.encode())
-
-
-def induction(ids: list[int], key_length: int = 3) -> list[int]:
-    """What an induction head does, by hand: find where the last `key_length` tokens appeared
-    before and predict what followed them there (else repeat the current token)."""
-    out = []
-    for t in range(len(ids)):
-        key = ids[max(0, t - key_length + 1) : t + 1]
-        match = next(
-            (j for j in range(t - 1, len(key) - 2, -1) if ids[j - len(key) + 1 : j + 1] == key),
-            None,
-        )
-        out.append(ids[match + 1] if match is not None else ids[t])
-    return out
 
 
 def test_a_model_that_copies_gains_from_the_repeat() -> None:

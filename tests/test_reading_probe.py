@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,9 @@ from enlace_data.chat import ToolCall
 from enlace_data.chat.builtin import SEARCH_TOOL
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from handmade_heads import induction  # noqa: E402
+
 spec = importlib.util.spec_from_file_location(
     "reading_probe", REPO / "benchmarks" / "reading_probe.py"
 )
@@ -270,15 +274,6 @@ def test_record_pairs_point_at_the_copied_bytes_source() -> None:
         )  # a few positions back: «A|A», A <= 16 bytes
 
 
-def _matcher(ids: list[int], t: int, key_length: int) -> int:
-    """By hand, what a head keyed on the last `key_length` bytes predicts at position t: the byte
-    after their latest earlier occurrence (the byte itself when there is none)."""
-    key = ids[t - key_length + 1 : t + 1]
-    found = next((j for j in range(t - 1, key_length - 2, -1)
-                  if ids[j - key_length + 1 : j + 1] == key), None)  # fmt: skip
-    return ids[found + 1] if found is not None else ids[t]
-
-
 def test_recall_pairs_need_the_whole_key_to_find_a_values_first_byte() -> None:
     """recall_pairs point from the «=» before each value after the «|» to that value's first byte
     in the first half; a head keyed on the key's bytes and the «=» predicts them all, one keyed
@@ -293,6 +288,6 @@ def test_recall_pairs_need_the_whole_key_to_find_a_values_first_byte() -> None:
             assert ids[predicting - 2 : predicting + 1] == ids[source - 3 : source]  # «cd=»
             assert source < predicting and ord("|") in ids[source:predicting]
             for n in hits:
-                hits[n] += _matcher(ids, predicting, n) == ids[predicting + 1]
+                hits[n] += induction(ids, n)[predicting] == ids[predicting + 1]
             total += 1
     assert hits[3] == total and hits[1] < 0.5 * total and hits[2] < 0.8 * total, (hits, total)
