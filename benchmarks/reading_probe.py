@@ -298,8 +298,10 @@ def copy_pairs(
     ends = [len(tokenizer.decode(ids[: i + 1])) for i in range(len(ids))]
     text = tokenizer.decode(ids)
     request = messages[first - 1]["content"]
-    start = text.rindex(request)
-    call = text.index('"arguments"', start + len(request))  # specials may decode to nothing
+    # The call first: a query may be the request itself (enlace_data's search_query), so the
+    # request's last occurrence can be inside the call. Specials may decode to nothing.
+    call = text.rindex('"arguments"')
+    start = text.rindex(request, 0, call)
     expect = conversation.get("expect") or {}
     pairs = []
     for entity in [*expect.get("memory", ()), *expect.get("query", ())]:

@@ -111,7 +111,7 @@ def test_smoke_runs_read_bytes_with_the_builtin_fallback() -> None:
 
 def test_sft_runs_start_from_their_base_run() -> None:
     for name, base in (
-        ("warmup-cpu", "smoke-cpu"),
+        ("warmup-cpu", "smoke-cpu-copy"),
         ("sft-cpu", "warmup-cpu"),
         ("sft-2060", "pretrain-2060"),
         ("sft-5090", "pretrain-5090"),
@@ -119,7 +119,7 @@ def test_sft_runs_start_from_their_base_run() -> None:
         cfg = _run(name).config
         assert cfg.data.kind == "chat" and cfg.train.init_from == f"runs/{base}"
         network = {"context_length"}  # the rest is the base's network, so its weights load
-        base_model = _run("smoke-cpu" if base == "warmup-cpu" else base).config.model
+        base_model = _run("smoke-cpu-copy" if base == "warmup-cpu" else base).config.model
         assert cfg.model.model_dump(exclude=network) == base_model.model_dump(exclude=network)
     assert _run("sft-5090").config.hardware.attention != "flash"  # packed rows need a mask
 

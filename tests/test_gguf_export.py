@@ -115,8 +115,13 @@ def gguf_tensors(path) -> dict[str, tuple[str, np.ndarray]]:
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"tie_embeddings": False}, {"qk_norm": False, "n_kv_heads": 1}],
-    ids=["qwen3-tied", "qwen3-untied", "llama-mqa"],
+    [
+        {},
+        {"tie_embeddings": False},
+        {"qk_norm": False, "n_kv_heads": 1},
+        {"conv_layers": [1], "conv_kernel": 4, "n_layers": 3},
+    ],
+    ids=["qwen3-tied", "qwen3-untied", "llama-mqa", "lfm2-conv-middle"],
 )
 def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, overrides):
     cfg = tiny_config(vocab_size=BYTE_ROWS, rope_theta=5000.0, norm_eps=1e-5, **overrides)
@@ -133,10 +138,12 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, ove
             got = unpermute(got, cfg.n_heads)
         elif not cfg.qk_norm and key.endswith("k_proj.weight"):
             got = unpermute(got, cfg.n_kv_heads)
+        elif key.endswith("conv.conv_weight"):
+            want = want[:, 0]  # llama.cpp's kernel is {K, C}: (C, K) here
         np.testing.assert_array_equal(got, want.numpy(), err_msg=key)
 
     f = fields(gguf.GGUFReader(path))
-    arch = "qwen3" if cfg.qk_norm else "llama"
+    arch = "lfm2" if cfg.conv_layers else "qwen3" if cfg.qk_norm else "llama"
     assert f["general.architecture"] == arch
     want_meta = {
         "context_length": cfg.context_length,
@@ -144,7 +151,12 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, ove
         "block_count": cfg.n_layers,
         "feed_forward_length": cfg.ffn_hidden,
         "attention.head_count": cfg.n_heads,
-        "attention.head_count_kv": cfg.n_kv_heads,
+        # LFM2: a layer without key/value heads is a convolution, of kernel shortconv.l_cache
+        "attention.head_count_kv": [
+            0 if i in cfg.conv_layers else cfg.n_kv_heads for i in range(cfg.n_layers)
+        ]
+        if cfg.conv_layers
+        else cfg.n_kv_heads,
         "attention.key_length": cfg.head_dim,
         "attention.value_length": cfg.head_dim,
         "rope.dimension_count": cfg.head_dim,
@@ -152,6 +164,8 @@ def test_f32_tensors_equal_the_checkpoint_and_metadata_is_complete(tmp_path, ove
     }
     for key, value in want_meta.items():
         assert f[f"{arch}.{key}"] == value, key
+    if cfg.conv_layers:
+        assert f[f"{arch}.shortconv.l_cache"] == cfg.conv_kernel
     assert f[f"{arch}.rope.freq_base"] == pytest.approx(5000.0)
     assert f[f"{arch}.attention.layer_norm_rms_epsilon"] == pytest.approx(1e-5)
     assert f["general.languages"] == ["es"] and f["general.license"] == "mit"

@@ -99,10 +99,12 @@ def texts() -> dict[str, str]:
 
 # The attention layouts a run can choose (issue 35), each exported and checked the same way: q/k-norm
 # with gains from 1 (GGUF qwen3), q/k-norm with gains from 3 (qwen3, the gains in its norm weights),
-# no q/k-norm (GGUF llama, q/k rows permuted to interleaved pairs).
+# no q/k-norm (GGUF llama, q/k rows permuted to interleaved pairs), a short convolution below the
+# attention (GGUF lfm2: its recurrent state replaces the KV cache in that layer).
 LAYOUTS: dict[str, dict[str, object]] = {
     "bytes-gain3": {"qk_norm_gain_init": 3.0},
     "bytes-llama": {"qk_norm": False},
+    "bytes-lfm2": {"conv_layers": [0], "conv_kernel": 4},
 }
 KINDS = ["sp", "bytes", *LAYOUTS]
 
@@ -220,7 +222,8 @@ def test_f32_logits_and_greedy_generation(models, kind):
     m = models[kind]
     prompt = book_tokens(m["tok"], 128)
     llm = load(m["files"]["f32"])
-    assert llm.metadata["general.architecture"] == ("llama" if kind == "bytes-llama" else "qwen3")
+    arch = {"bytes-llama": "llama", "bytes-lfm2": "lfm2"}.get(kind, "qwen3")
+    assert llm.metadata["general.architecture"] == arch
     llm.eval(prompt)
     got = torch.from_numpy(llm.scores[: len(prompt)].copy())
     with torch.no_grad():

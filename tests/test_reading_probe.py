@@ -232,6 +232,34 @@ def test_copy_pairs_point_from_the_predicting_position_to_the_same_byte_in_the_r
             assert ids[source] == ids[predicting + 1] and start <= source < start + len(request)
 
 
+def test_copy_pairs_of_a_query_that_is_the_request_itself_point_into_the_request() -> None:
+    """A search query is the question's own words: unpunctuated, it is the request byte for byte,
+    and the sources must still be found in the user's turn, not in the call."""
+    from enlace_data.chat.builtin import builtin_conversations
+    from enlace_data.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    searches = [
+        c for c in builtin_conversations("val", 400) if (c.get("expect") or {}).get("query")
+    ]
+    same = [c for c in searches if _request(c) == _query(c)]
+    assert same, "no query equal to its request in the sample"
+    for c in same[:3] + searches[:3]:
+        ids, pairs = reading_probe.copy_pairs(c, tok)
+        call = max(i for i in range(len(ids)) if ids[i : i + 11] == list(b'"arguments"'))
+        assert pairs and all(source < call <= predicting for predicting, source in pairs)
+        assert all(ids[predicting + 1] == ids[source] for predicting, source in pairs)
+
+
+def _request(conversation: dict) -> str:
+    return next(m for m in conversation["messages"] if m["role"] == "user")["content"]
+
+
+def _query(conversation: dict) -> str:
+    call = next(m for m in conversation["messages"] if m.get("tool_calls"))
+    return call["tool_calls"][0]["function"]["arguments"]["consulta"]
+
+
 def test_copy_attention_tells_an_induction_head_from_a_spread_one() -> None:
     import torch
 

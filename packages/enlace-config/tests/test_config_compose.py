@@ -406,6 +406,20 @@ CROSS_FIELD_CASES = [
     ),
     ({}, ["model.vocab_size=200"], "model.vocab_size", "`model.vocab_size=200`", ["bytes", "256"]),
     (
+        {},
+        ["model.conv_layers=[0,7]"],
+        "model.conv_layers",
+        "`model.conv_layers=[0,7]`",
+        ["distinct layer indices from 0 to n_layers - 1"],
+    ),
+    (
+        {},
+        ["model.conv_layers=[0]", "model.qk_norm=false"],
+        "model.conv_layers",
+        "`model.conv_layers=[0]`",
+        ["LFM2", "model.qk_norm: true"],
+    ),
+    (
         {"data/bytes.yaml": "kind: shards\npath: data/x\ncontext_length: 64\n"},
         ["model.vocab_size=70000"],
         "model.vocab_size",

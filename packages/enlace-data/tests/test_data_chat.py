@@ -4,6 +4,7 @@ chat loader (packing without cross-attention, overflow, exact resume, validation
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -153,12 +154,20 @@ def test_builtin_searches_carry_their_checks_and_held_out_names_never_train() ->
     for c in searches:
         question, call, result, answer = (m for m in c["messages"] if m["role"] != "system")
         query = call["tool_calls"][0]["function"]["arguments"]["consulta"]
+        # The query is the question's own words, only its «¿?¡!» and final period dropped: every
+        # byte a copy with the same bytes before it (CHAT.md, tenth session).
+        words = re.sub(r"[¿?¡!]", "", question["content"])
+        assert query in words and len(query) >= len(words) - 2 and not query.endswith(".")
         for entity in c["expect"]["query"]:
             assert entity.lower() in question["content"].lower() and entity in query
             if entity not in DAYS_IN_QUERIES:
                 assert entity not in train_text, entity
         for fact in c["expect"]["answer"]:
             assert fact in result["content"] and fact in answer["content"]
+        # The answer is the result's line as it stands, cited by the address the result gives.
+        lines = result["content"].splitlines()
+        address = re.search(r"https://(www\.[^/]+)/", lines[1])
+        assert address and answer["content"] == f"{lines[2].strip()} (fuente: {address[1]})"
     assert "Zaragoza" in json.dumps(val, ensure_ascii=False) and "Zaragoza" not in train_text
     assert all(normalize_conversation(c, "x").get("expect") == c.get("expect") for c in val)
 

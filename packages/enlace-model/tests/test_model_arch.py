@@ -48,6 +48,25 @@ def reference_forward(model, idx):
     for i in range(cfg.n_layers):
         p = f"layers.{i}."
         h = rms(x, sd[p + "attn_norm.weight"])
+        if i in cfg.conv_layers:  # LFM2: y_t = sum_j w_j * (b * x)_{t-K+1+j}, then c * y
+            bb, cc, xx = (h @ sd[p + "conv.in_proj.weight"].T).chunk(3, dim=-1)
+            u, w, K = bb * xx, sd[p + "conv.conv_weight"][:, 0], cfg.conv_kernel  # w (C, K)
+            y = torch.zeros_like(u)
+            for t in range(T):
+                for j in range(K):
+                    if t - K + 1 + j >= 0:
+                        y[:, t] += w[:, j] * u[:, t - K + 1 + j]
+            x = x + (cc * y) @ sd[p + "conv.out_proj.weight"].T
+            h = rms(x, sd[p + "mlp_norm.weight"])
+            x = (
+                x
+                + (
+                    F.silu(h @ sd[p + "mlp.gate_proj.weight"].T)
+                    * (h @ sd[p + "mlp.up_proj.weight"].T)
+                )
+                @ sd[p + "mlp.down_proj.weight"].T
+            )
+            continue
         q = (h @ sd[p + "attn.q_proj.weight"].T).view(B, T, H, D)
         k = (h @ sd[p + "attn.k_proj.weight"].T).view(B, T, KV, D)
         v = (h @ sd[p + "attn.v_proj.weight"].T).view(B, T, KV, D)
@@ -80,8 +99,9 @@ def reference_forward(model, idx):
         {"n_kv_heads": 4},  # MHA
         {"n_kv_heads": 1},  # MQA
         {"qk_norm": False, "tie_embeddings": False},
+        {"conv_layers": [0], "conv_kernel": 4, "n_layers": 3},  # LFM2: convolution, attention
     ],
-    ids=["gqa", "mha", "mqa", "plain-untied"],
+    ids=["gqa", "mha", "mqa", "plain-untied", "conv"],
 )
 def test_matches_plain_reference(tiny_config, perturb_norms, overrides):
     model = build_model(tiny_config(**overrides)).double()
@@ -328,7 +348,10 @@ def test_state_dict_key_names_are_stable(tiny_config):
     assert "lm_head.weight" not in tied.state_dict()
 
 
-@pytest.mark.parametrize("overrides", [{}, {"tie_embeddings": False}, {"qk_norm": False}])
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"tie_embeddings": False}, {"qk_norm": False}, {"conv_layers": [1], "conv_kernel": 4}],
+)
 def test_parameter_count_and_flops(tiny_config, overrides):
     cfg = tiny_config(**overrides)
     model = build_model(cfg)
@@ -338,7 +361,7 @@ def test_parameter_count_and_flops(tiny_config, overrides):
     assert count_parameters(model, include_embeddings=False) == no_embed
     assert count_parameters(cfg, include_embeddings=False) == no_embed
     matmul_params = no_embed + (cfg.vocab_size * cfg.d_model if cfg.tie_embeddings else 0)
-    attn = 12 * cfg.n_layers * cfg.d_model * 100
+    attn = 12 * (cfg.n_layers - len(cfg.conv_layers)) * cfg.d_model * 100
     assert flops_per_token(cfg, 100) == 6 * matmul_params + attn
 
 
@@ -353,9 +376,12 @@ def test_tiny_50m_shape_has_the_expected_size():
     assert 40e6 < count_parameters(cfg) < 42e6
 
 
-def test_segments_keep_packed_documents_apart(cfg):
+@pytest.mark.parametrize("overrides", [{}, {"conv_layers": [0]}], ids=["attention", "conv"])
+def test_segments_keep_packed_documents_apart(tiny_config, overrides):
     """A row packing three documents (segment ids) gives each the logits and loss it gets alone:
-    no document attends to another, and rotary makes the offset in the row irrelevant."""
+    no document attends to another (nor, in a convolution, reads its last bytes), and rotary
+    makes the offset in the row irrelevant."""
+    cfg = tiny_config(**overrides)
     model = build_model(cfg).double().eval()
     docs = [torch.randint(0, cfg.vocab_size, (n,)) for n in (5, 9, 4)]
     row = torch.cat(docs).unsqueeze(0)  # (1, 18)

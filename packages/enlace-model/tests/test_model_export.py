@@ -45,8 +45,18 @@ def hf_logits(folder: Path, idx: torch.Tensor) -> torch.Tensor:
         ({"n_kv_heads": 1, "qk_norm": False}, "LlamaForCausalLM"),
         ({"qk_norm": False, "tie_embeddings": False, "n_kv_heads": 4}, "LlamaForCausalLM"),
         ({"qk_norm_gain_init": 3.0}, "Qwen3ForCausalLM"),
+        ({"conv_layers": [0], "conv_kernel": 4}, "Lfm2ForCausalLM"),
+        ({"conv_layers": [1], "tie_embeddings": False, "n_layers": 3}, "Lfm2ForCausalLM"),
     ],
-    ids=["qwen3-gqa-tied", "qwen3-gqa-untied", "llama-mqa-tied", "llama-mha-untied", "qwen3-gain3"],
+    ids=[
+        "qwen3-gqa-tied",
+        "qwen3-gqa-untied",
+        "llama-mqa-tied",
+        "llama-mha-untied",
+        "qwen3-gain3",
+        "lfm2-conv-first",
+        "lfm2-conv-middle-untied",
+    ],
 )
 @pytest.mark.filterwarnings("ignore:.*no tokenizer files")
 def test_transformers_computes_enlace_logits(tmp_path, tiny_config, perturb_norms, overrides, arch):

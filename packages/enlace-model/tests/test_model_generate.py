@@ -33,9 +33,13 @@ def recompute(model, prompts, max_new, *, seed=None, stop_tokens=(), **sampling)
     return outs
 
 
-@pytest.fixture
-def model64(tiny_config, perturb_norms):
-    cfg = tiny_config(vocab_size=48, context_length=48, tie_embeddings=False, init_std=0.3)
+@pytest.fixture(params=[{}, {"conv_layers": [0], "conv_kernel": 4}], ids=["attention", "conv"])
+def model64(request, tiny_config, perturb_norms):
+    """Every test below runs on an attention-only model and on one whose first layer is a short
+    convolution (its cache holds b * x per slot, and left padding must read as zeros)."""
+    cfg = tiny_config(
+        vocab_size=48, context_length=48, tie_embeddings=False, init_std=0.3, **request.param
+    )
     model = build_model(cfg).double().eval()
     perturb_norms(model)
     return model
@@ -165,14 +169,7 @@ def test_decode_step_equals_the_module_path_and_restores_threads(model64):
     forward_cached through the modules, one token at a time, on a ragged batch."""
     cfg = model64.cfg
     B, L = 2, 12
-    shape = (B, cfg.n_kv_heads, L, cfg.head_dim)
-    caches = [
-        [
-            (torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64))
-            for _ in range(cfg.n_layers)
-        ]
-        for _ in range(2)
-    ]
+    caches = [[(k.zero_(), v.zero_()) for k, v in model64.new_cache(B, L)] for _ in range(2)]
     tokens = torch.randint(0, cfg.vocab_size, (B, L))
     positions = torch.tensor([[0] * L, [max(0, j - 3) for j in range(L)]])
     mask = torch.zeros(B, 1, 1, L, dtype=torch.float64)
@@ -191,8 +188,8 @@ def test_decode_step_equals_the_module_path_and_restores_threads(model64):
                 )
                 torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10)
                 for (k0, v0), (k1, v1) in zip(caches[0], caches[1], strict=True):
-                    torch.testing.assert_close(k0[:, :, s], k1[:, :, s], rtol=1e-12, atol=1e-12)
-                    torch.testing.assert_close(v0[:, :, s], v1[:, :, s], rtol=1e-12, atol=1e-12)
+                    torch.testing.assert_close(k0, k1, rtol=1e-12, atol=1e-12)  # every slot
+                    torch.testing.assert_close(v0, v1, rtol=1e-12, atol=1e-12)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

@@ -68,6 +68,23 @@ def test_build_optimizer_gives_hidden_matrices_to_muon(h, write_run) -> None:
     assert counted == len([p for p in model.parameters() if p.requires_grad])
 
 
+def test_the_short_convolution_kernel_stays_with_adamw(h, write_run) -> None:
+    """Muon orthogonalises matrices; a depthwise kernel (C, 1, K) is C separate filters, so it
+    goes to AdamW, with weight decay as the matrices; its two projections go to Muon."""
+    from enlace_model import build_model
+    from enlace_train.backends import setup_backend
+
+    cfg = h.load(write_run("conv", train={"optimizer": "muon"}, model={"conv_layers": [0]})).config
+    model = build_model(cfg.model)
+    opt = build_optimizer(model, cfg, setup_backend(cfg.hardware))
+    names = {id(p): n for n, p in model.named_parameters()}
+    group = {names[id(p)]: g for g in opt.param_groups for p in g["params"]}
+    assert not group["layers.0.conv.conv_weight"]["muon"]
+    assert group["layers.0.conv.conv_weight"]["weight_decay"] == cfg.train.weight_decay
+    assert group["layers.0.conv.in_proj.weight"]["muon"]
+    assert group["layers.0.conv.out_proj.weight"]["muon"]
+
+
 def test_muon_run_resumes_bit_exact_from_a_checkpoint(h, write_run) -> None:
     import shutil
 

@@ -406,7 +406,7 @@ def load_state_dict(path: PathLike) -> dict[str, Tensor]:
         raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from e
     cfg = read_model_config(d)
     if hf:
-        state = state_dict_from_hf(state, cfg.tie_embeddings)
+        state = state_dict_from_hf(state, cfg)
     with torch.device("meta"):
         reference = Transformer(cfg)
     check_state_dict(state, reference, str(f))

@@ -157,7 +157,7 @@ def export_hf(
     tok, tok_config = (read_json(f) for f in hf_files) if has_hf_files else (None, {})
     ids = special_token_ids(tok, tok_config, eot_id=(description or {}).get("eot_id"))
     bos, eos, pad = ids.get("bos"), ids.get("eos"), ids.get("pad")
-    write_safetensors(out / MODEL_FILE, state_dict_to_hf(state), {"format": "pt"})
+    write_safetensors(out / MODEL_FILE, state_dict_to_hf(state, cfg), {"format": "pt"})
     config = hf_config(cfg, bos_token_id=bos, eos_token_id=eos) | {"pad_token_id": pad}
     _write_json(out / HF_CONFIG_FILE, config)
     # A plain generate() should neither stop after transformers' default of 20 new tokens nor run

@@ -145,16 +145,13 @@ def _decode_window(
     model: Transformer, prompts: list[list[int]], n: int, sample: Callable[[Tensor], Tensor]
 ) -> Iterator[list[int]]:
     """n tokens per prompt (all fit in the context), each step's tokens as soon as they exist."""
-    cfg = model.cfg
     weight = model.embed.weight
     device, dtype = weight.device, weight.dtype
     B = len(prompts)
     P = max(len(p) for p in prompts)  # prompt slots; shorter prompts are left-padded
     L = P + n
     with torch.inference_mode():
-        shape = (B, cfg.n_kv_heads, L, cfg.head_dim)
-        empty = partial(torch.empty, shape, device=device, dtype=dtype)
-        cache = [(empty(), empty()) for _ in range(cfg.n_layers)]
+        cache = model.new_cache(B, L)
         pads = [P - len(p) for p in prompts]
         idx = torch.tensor(
             [[0] * pad + list(p) for pad, p in zip(pads, prompts, strict=True)],
@@ -225,15 +222,17 @@ def generate(
 
 # --- the decoding step: one token per sequence, minimal Python ----------------------------------
 # One block's weights in _decode_step's order: attn_norm, q|k|v stacked, q_norm, k_norm, o,
-# mlp_norm, gate|up stacked, down.
+# mlp_norm, gate|up stacked, down. A short-convolution block: attn_norm, in_proj, the kernel (C, K),
+# out_proj and the same three MLP weights (7 instead of 8: its length tells the two apart).
 LayerWeights = tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor, Tensor, Tensor, Tensor]
+ConvLayerWeights = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
 @dataclass
 class DecodeTables:
     """What `_decode_step` reads each step, gathered once per window."""
 
-    layers: list[LayerWeights]
+    layers: list[LayerWeights | ConvLayerWeights]
     cos_q: Tensor
     sin_q: Tensor
     cos_k: Tensor
@@ -246,15 +245,25 @@ def _decode_tables(model: Transformer) -> DecodeTables:
     barriers per token, the same bytes read; a temporary copy of those weights), the others by
     reference, and rotary tables folded for decoding: rotate_half(x) = roll(x, D/2) * [-1…, +1…],
     with q's tables carrying the 1/sqrt(D) scale."""
-    layers: list[LayerWeights] = []
+    layers: list[LayerWeights | ConvLayerWeights] = []
     for layer in model.layers:
         assert isinstance(layer, Block)
-        a, m = layer.attn, layer.mlp
-        qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))  # ((H+2KV)·D, C)
+        a, c, m = layer.attn, layer.conv, layer.mlp
         gate_up = torch.cat((m.gate_proj.weight, m.up_proj.weight))  # (2·F, C)
+        mlp = (layer.mlp_norm.weight, gate_up, m.down_proj.weight)
+        if c is not None:
+            conv = (
+                layer.attn_norm.weight,
+                c.in_proj.weight,
+                c.conv_weight[:, 0],
+                c.out_proj.weight,
+            )
+            layers.append((*conv, *mlp))
+            continue
+        assert a is not None
+        qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))  # ((H+2KV)·D, C)
         qn, kn = (None if n is None else n.weight for n in (a.q_norm, a.k_norm))
-        attn = (layer.attn_norm.weight, qkv, qn, kn, a.o_proj.weight)
-        layers.append((*attn, layer.mlp_norm.weight, gate_up, m.down_proj.weight))
+        layers.append((layer.attn_norm.weight, qkv, qn, kn, a.o_proj.weight, *mlp))
     D = model.cfg.head_dim
     sign = torch.ones(D, dtype=model.rope_sin.dtype, device=model.rope_sin.device)
     sign[: D // 2] = -1.0
@@ -311,9 +320,21 @@ def _decode_step(
     q_end, k_end, ffn = H * D, (H + KV) * D, cfg.ffn_hidden
     with _threads_for_matmuls_only(tokens.device) as linear:
         x = F.embedding(tokens, model.embed.weight)  # (B, C)
-        for (w_an, w_qkv, w_qn, w_kn, w_o, w_mn, w_gu, w_d), (kc, vc) in zip(
-            tables.layers, cache, strict=True
-        ):
+        for weights, (kc, vc) in zip(tables.layers, cache, strict=True):
+            if len(weights) == 7:  # a short convolution; its cache kc holds b * x, (B, L, C)
+                w_an, w_in, w_conv, w_out, w_mn, w_gu, w_d = weights
+                b, c, h = linear(F.rms_norm(x, (C,), w_an, eps), w_in).chunk(3, -1)  # (B, C) each
+                kc.select(1, pos).copy_(b * h)
+                start = max(pos + 1 - w_conv.shape[1], 0)
+                history = kc.narrow(1, start, pos + 1 - start)  # (B, S, C), the last slot is pos
+                if mask is not None:  # left padding reads as zeros
+                    history = history * (mask[:, 0, 0, start:, None] == 0)
+                taps = w_conv[:, w_conv.shape[1] - history.shape[1] :].T  # (S, C)
+                x = x + linear(c * (history * taps).sum(1), w_out)
+                gate_up = linear(F.rms_norm(x, (C,), w_mn, eps), w_gu)  # (B, 2F)
+                x = x + linear(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:], w_d)
+                continue
+            w_an, w_qkv, w_qn, w_kn, w_o, w_mn, w_gu, w_d = weights
             qkv = linear(F.rms_norm(x, (C,), w_an, eps), w_qkv)  # (B, (H+2KV)·D)
             q = qkv[:, :q_end].view(B, H, D)
             k = qkv[:, q_end:k_end].view(B, KV, D)

@@ -3,7 +3,9 @@ straight from a checkpoint or run directory: no Hugging Face folder and no conve
 
 - Architecture `qwen3` (QK-norm), llama.cpp's name for exactly our layout. A model without QK-norm
   is `llama`, whose rotary rotates interleaved pairs: its q/k rows are permuted as llama.cpp's
-  converter does. Tensor names go through the Hugging Face names (hf.py) and gguf's name table.
+  converter does. A model with short-convolution layers is `lfm2`: its convolution layers are the
+  ones with no key/value heads (a per-layer array), the kernel is stored (C, K). Tensor names go
+  through the Hugging Face names (hf.py) and gguf's name table.
 - Tokenizer from the checkpoint's files (checkpoint.TOKENIZER_FILES): vocabulary from
   tokenizer.json, the special ids (bos, eos, padding, unknown) those of the Hugging Face export
   (export.special_token_ids: a byte-level file names bos too, or llama.cpp takes id 11):
@@ -15,8 +17,8 @@ straight from a checkpoint or run directory: no Hugging Face folder and no conve
     requires the merges key, so one inert merge of two multi-character strings is written.
   * the chat template, when the checkpoint has one.
 - Weights `f32`, `f16`, `q8_0` or `q4_0` (token embedding kept in q8_0), by gguf's quantizer; norms
-  stay f32, and a matrix whose rows do not fill whole quantization blocks falls back to f16, as
-  llama.cpp's converter does.
+  and convolution kernels stay f32, and a matrix whose rows do not fill whole quantization blocks
+  falls back to f16, as llama.cpp's converter does.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from enlace_model.checkpoint import (
 from enlace_model.errors import CheckpointError
 from enlace_model.export import chat_template as saved_chat_template
 from enlace_model.export import read_json, special_token_ids, tokenizer_description
-from enlace_model.hf import state_dict_to_hf
+from enlace_model.hf import architecture, state_dict_to_hf
 from enlace_model.model_card import WEIGHTS_LICENSE
 
 if TYPE_CHECKING:
@@ -60,9 +62,8 @@ def gguf_tensor_names(cfg: ModelConfig, names: list[str]) -> dict[str, str]:
     """GGUF tensor name for each Enlace state-dict key, through gguf's table of HF names."""
     import gguf
 
-    arch = gguf.MODEL_ARCH.QWEN3 if cfg.qk_norm else gguf.MODEL_ARCH.LLAMA
-    table = gguf.get_tensor_name_map(arch, cfg.n_layers)
-    hf = state_dict_to_hf(dict.fromkeys(names))  # type: ignore[arg-type]
+    table = gguf.get_tensor_name_map(_gguf_arch(cfg), cfg.n_layers)
+    hf = state_dict_to_hf(dict.fromkeys(names), cfg)  # type: ignore[arg-type]
     out = {}
     for enlace, hf_name in zip(names, hf, strict=True):
         gguf_name = table.get_name(hf_name, try_suffixes=(".weight",))
@@ -70,6 +71,12 @@ def gguf_tensor_names(cfg: ModelConfig, names: list[str]) -> dict[str, str]:
             raise CheckpointError(f"tensor {enlace!r} ({hf_name}) has no GGUF name")
         out[enlace] = gguf_name
     return out
+
+
+def _gguf_arch(cfg: ModelConfig) -> Any:
+    import gguf
+
+    return gguf.MODEL_ARCH[architecture(cfg).upper()]  # LFM2, QWEN3 or LLAMA
 
 
 def _permute_rotary(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -88,7 +95,8 @@ def _quantize(name: str, w: np.ndarray, outtype: str) -> tuple[np.ndarray, Any]:
     import numpy as np
 
     types = gguf.GGMLQuantizationType
-    if w.ndim < 2 or outtype == "f32":
+    # llama.cpp's convolution kernel (ggml_ssm_conv) reads float32 weights only.
+    if w.ndim < 2 or outtype == "f32" or name.endswith("shortconv.conv.weight"):
         return w.astype(np.float32), types.F32
     wanted = types[outtype.upper()]  # F16, Q8_0, Q4_0
     if wanted == types.Q4_0 and name == "token_embd.weight":
@@ -105,6 +113,8 @@ def _tensors(cfg: ModelConfig, state: Mapping[str, Tensor], outtype: str):
         w = t.detach().float().cpu().numpy()
         if not cfg.qk_norm and key.endswith(("attn.q_proj.weight", "attn.k_proj.weight")):
             w = _permute_rotary(w, cfg.n_heads if "q_proj" in key else cfg.n_kv_heads)
+        if key.endswith("conv.conv_weight"):
+            w = w[:, 0]  # (C, 1, K) → (C, K): llama.cpp's {K, C}
         data, qtype = _quantize(names[key], w, outtype)
         yield names[key], data, qtype
 
@@ -125,7 +135,12 @@ def _add_hyperparameters(w: Any, cfg: ModelConfig, name: str, outtype: str) -> N
     w.add_block_count(cfg.n_layers)
     w.add_feed_forward_length(cfg.ffn_hidden)
     w.add_head_count(cfg.n_heads)
-    w.add_head_count_kv(cfg.n_kv_heads)
+    if cfg.conv_layers:  # LFM2: a layer without key/value heads is a convolution
+        kv_heads = [0 if i in cfg.conv_layers else cfg.n_kv_heads for i in range(cfg.n_layers)]
+        w.add_head_count_kv(kv_heads)
+        w.add_shortconv_l_cache(cfg.conv_kernel)
+    else:
+        w.add_head_count_kv(cfg.n_kv_heads)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     w.add_rope_dimension_count(cfg.head_dim)
@@ -242,7 +257,7 @@ def export_gguf(
     if out.is_dir():
         raise CheckpointError(f"{out}: is a directory; give the .gguf file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
-    arch = gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.QWEN3 if cfg.qk_norm else gguf.MODEL_ARCH.LLAMA]
+    arch = gguf.MODEL_ARCH_NAMES[_gguf_arch(cfg)]
     with atomic_file(out) as tmp:
         writer = gguf.GGUFWriter(tmp, arch)
         try:

@@ -1,9 +1,11 @@
-"""The Hugging Face mapping: Enlace's state-dict keys and config ↔ Qwen3 / Llama.
+"""The Hugging Face mapping: Enlace's state-dict keys and config ↔ Qwen3 / Llama / LFM2.
 
 The model follows Hugging Face's conventions (rotary on halves, per-head QK-norm before the
-rotation, no biases, SwiGLU), so the mapping is a renaming of keys (_NAMES), never a permutation.
-A model with QK-norm maps to `Qwen3ForCausalLM`; one without to `LlamaForCausalLM`, the same
-network minus the q/k norms. Used by the export (writing) and checkpoint.py (reading back).
+rotation, no biases, SwiGLU), so the mapping is a renaming of keys, never a permutation. A model
+with QK-norm maps to `Qwen3ForCausalLM`; one without to `LlamaForCausalLM`, the same network minus
+the q/k norms; one with short-convolution layers (`conv_layers`) to `Lfm2ForCausalLM`, Liquid AI's
+layout of convolution and attention blocks, whose attention always has QK-norm. Used by the export
+(writing) and checkpoint.py (reading back).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ __all__ = ["config_from_hf", "hf_config", "state_dict_from_hf", "state_dict_to_h
 
 PathLike = str | os.PathLike[str]
 
-# (Enlace name, Hugging Face name); {i} is the layer index, {rest} the rest of the name.
+# (Enlace name, Hugging Face name); {i} is the layer index, {rest} the rest of the name. The first
+# pair that matches wins, so specific names come before {rest}.
 _NAMES: tuple[tuple[str, str], ...] = (
     ("embed.weight", "model.embed_tokens.weight"),
     ("layers.{i}.attn_norm.weight", "model.layers.{i}.input_layernorm.weight"),
@@ -35,14 +38,38 @@ _NAMES: tuple[tuple[str, str], ...] = (
     ("norm.weight", "model.norm.weight"),
     ("lm_head.weight", "lm_head.weight"),
 )
+_LFM2_NAMES: tuple[tuple[str, str], ...] = (
+    ("embed.weight", "model.embed_tokens.weight"),
+    ("layers.{i}.attn_norm.weight", "model.layers.{i}.operator_norm.weight"),
+    ("layers.{i}.attn.o_proj.weight", "model.layers.{i}.self_attn.out_proj.weight"),
+    ("layers.{i}.attn.q_norm.weight", "model.layers.{i}.self_attn.q_layernorm.weight"),
+    ("layers.{i}.attn.k_norm.weight", "model.layers.{i}.self_attn.k_layernorm.weight"),
+    ("layers.{i}.attn.{rest}", "model.layers.{i}.self_attn.{rest}"),
+    ("layers.{i}.conv.conv_weight", "model.layers.{i}.conv.conv.weight"),
+    ("layers.{i}.conv.{rest}", "model.layers.{i}.conv.{rest}"),
+    ("layers.{i}.mlp_norm.weight", "model.layers.{i}.ffn_norm.weight"),
+    ("layers.{i}.mlp.gate_proj.weight", "model.layers.{i}.feed_forward.w1.weight"),
+    ("layers.{i}.mlp.up_proj.weight", "model.layers.{i}.feed_forward.w3.weight"),
+    ("layers.{i}.mlp.down_proj.weight", "model.layers.{i}.feed_forward.w2.weight"),
+    ("norm.weight", "model.embedding_norm.weight"),
+    ("lm_head.weight", "lm_head.weight"),
+)
+
+
+def architecture(cfg: ModelConfig) -> str:
+    """The Hugging Face model_type of this config: lfm2, qwen3 or llama (see the docstring; the
+    config refuses convolution layers without QK-norm)."""
+    if cfg.conv_layers:
+        return "lfm2"
+    return "qwen3" if cfg.qk_norm else "llama"
 
 
 def _pattern(template: str) -> str:
     return re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{rest\}", "(?P<rest>.+)")
 
 
-def _rename(name: str, to_hf: bool) -> str:
-    for enlace, hf in _NAMES:
+def _rename(name: str, to_hf: bool, names: tuple[tuple[str, str], ...]) -> str:
+    for enlace, hf in names:
         source, target = (enlace, hf) if to_hf else (hf, enlace)
         m = re.fullmatch(_pattern(source), name)
         if m:
@@ -50,15 +77,17 @@ def _rename(name: str, to_hf: bool) -> str:
     raise CheckpointError(f"tensor {name!r} has no {'Hugging Face' if to_hf else 'Enlace'} name")
 
 
-def state_dict_to_hf(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    return {_rename(k, to_hf=True): v for k, v in state.items()}
+def state_dict_to_hf(state: Mapping[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
+    names = _LFM2_NAMES if architecture(cfg) == "lfm2" else _NAMES
+    return {_rename(k, True, names): v for k, v in state.items()}
 
 
-def state_dict_from_hf(state: Mapping[str, Tensor], tie_embeddings: bool) -> dict[str, Tensor]:
-    """Enlace names for a Hugging Face Qwen3/Llama state dict. For a tied model, a redundant
+def state_dict_from_hf(state: Mapping[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
+    """Enlace names for a Hugging Face Qwen3/Llama/LFM2 state dict. For a tied model, a redundant
     lm_head.weight (some tools save it) is dropped."""
-    out = {_rename(k, to_hf=False): v for k, v in state.items()}
-    if tie_embeddings:
+    names = _LFM2_NAMES if architecture(cfg) == "lfm2" else _NAMES
+    out = {_rename(k, False, names): v for k, v in state.items()}
+    if cfg.tie_embeddings:
         out.pop("lm_head.weight", None)
     return out
 
@@ -67,11 +96,13 @@ def state_dict_from_hf(state: Mapping[str, Tensor], tie_embeddings: bool) -> dic
 def hf_config(
     cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: int | None = None
 ) -> dict[str, Any]:
-    """config.json for a model of this config: Qwen3 with QK-norm, Llama without."""
-    arch = "Qwen3ForCausalLM" if cfg.qk_norm else "LlamaForCausalLM"
+    """config.json for a model of this config: Qwen3 with QK-norm, Llama without, LFM2 with
+    short convolutions."""
+    kind = architecture(cfg)
+    arch = {"lfm2": "Lfm2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}
     out: dict[str, Any] = {
-        "architectures": [arch],
-        "model_type": "qwen3" if cfg.qk_norm else "llama",
+        "architectures": [arch[kind]],
+        "model_type": kind,
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.d_model,
         "intermediate_size": cfg.ffn_hidden,
@@ -94,7 +125,17 @@ def hf_config(
         "bos_token_id": bos_token_id,
         "eos_token_id": eos_token_id,
     }
-    if cfg.qk_norm:
+    if kind == "lfm2":
+        out |= {
+            "layer_types": [
+                "conv" if i in cfg.conv_layers else "full_attention" for i in range(cfg.n_layers)
+            ],
+            "conv_L_cache": cfg.conv_kernel,
+            "conv_bias": False,
+            "norm_eps": cfg.norm_eps,
+            "block_auto_adjust_ff_dim": False,  # intermediate_size is the MLP's width as it is
+        }
+    elif cfg.qk_norm:
         out |= {"use_sliding_window": False, "sliding_window": None}
         out["max_window_layers"] = cfg.n_layers
     else:
@@ -103,16 +144,21 @@ def hf_config(
 
 
 def config_from_hf(path: PathLike) -> ModelConfig:
-    """The ModelConfig of an exported folder's config.json (Qwen3 or Llama, as written here)."""
+    """The ModelConfig of an exported folder's config.json (Qwen3, Llama or LFM2, as written
+    here)."""
     f = Path(path)
     try:
         c = json.loads(f.read_text())
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{f}: cannot read the Hugging Face config ({e})") from e
     kind = c.get("model_type")
-    if kind not in ("qwen3", "llama"):
-        raise CheckpointError(f"{f}: model_type {kind!r}; Enlace reads qwen3 and llama folders")
+    if kind not in ("qwen3", "llama", "lfm2"):
+        raise CheckpointError(
+            f"{f}: model_type {kind!r}; Enlace reads qwen3, llama and lfm2 folders"
+        )
     problems = []
+    if kind == "lfm2" and (c.get("block_auto_adjust_ff_dim", True) or c.get("conv_bias")):
+        problems.append("an adjusted MLP width or convolution biases (Enlace has neither)")
     if c.get("hidden_act", "silu") != "silu":
         problems.append(f"hidden_act {c.get('hidden_act')!r} (need silu)")
     if c.get("attention_bias") or c.get("mlp_bias"):
@@ -137,8 +183,10 @@ def config_from_hf(path: PathLike) -> ModelConfig:
             n_kv_heads=c.get("num_key_value_heads") or heads,
             ffn_hidden=c["intermediate_size"],
             rope_theta=rope.get("rope_theta", c.get("rope_theta", 10000.0)),
-            norm_eps=c.get("rms_norm_eps", 1e-6),
-            qk_norm=kind == "qwen3",
+            norm_eps=c.get("norm_eps" if kind == "lfm2" else "rms_norm_eps", 1e-6),
+            qk_norm=kind != "llama",
+            conv_layers=[i for i, t in enumerate(c.get("layer_types") or []) if t == "conv"],
+            conv_kernel=c.get("conv_L_cache", 3),
             tie_embeddings=c.get("tie_word_embeddings", False),
             init_std=c.get("initializer_range", 0.02),
         )

@@ -18,12 +18,16 @@ Architecture choices, and why:
   call time from the model's `attention` attribute: moving the model needs no bookkeeping.
 - Decoding one token against the KV cache under `auto`/`math` skips SDPA's dispatch: two small
   matmuls and a softmax, the math kernel's computation (generation.py has the cache and loop).
+- Short convolutions (`conv_layers`): LFM2's gated depthwise convolution in place of attention in
+  some layers. Each position then carries the bytes just before it, so the attention above can
+  match a key of several bytes without first growing a previous-token head (issue 35). The layout
+  is Liquid AI's LFM2, which transformers and llama.cpp run (hf.py, gguf_export.py).
 - SwiGLU MLP. The LM head is tied to the embedding or separate, by config; tied means no
   `lm_head` parameter at all, so the state dict holds each tensor once.
 - Loss: cross-entropy plus z-loss (PaLM) from one fused float32 log_softmax; targets -1 ignored.
-- Init: matrices N(0, init_std); o_proj and down_proj scaled by 1/sqrt(2·n_layers) so the
-  residual stream's variance does not grow with depth (GPT-2); norm weights 1, the q/k norms'
-  `qk_norm_gain_init`.
+- Init: matrices N(0, init_std); o_proj, out_proj and down_proj scaled by 1/sqrt(2·n_layers) so
+  the residual stream's variance does not grow with depth (GPT-2); convolution kernels uniform in
+  ±1/√kernel (nn.Conv1d's default); norm weights 1, the q/k norms' `qk_norm_gain_init`.
 
 The state-dict keys are a file format (hf.py maps them to Hugging Face's names).
 Shapes: B batch, T sequence, C d_model, H query heads, KV key/value heads, D head_dim, V vocab,
@@ -36,6 +40,7 @@ import math
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -77,6 +82,7 @@ class AttentionInputs:
     attention: str  # the SDPA backend (see Transformer.set_attention)
     pos: int = 0  # the cache slot of the first position
     mask: Tensor | None = None  # additive, (B, 1, T, pos+T); None: plain causal
+    segments: Tensor | None = None  # (B, T) packed documents' ids (training rows), or None
 
 
 # --- norm ---------------------------------------------------------------------------------------
@@ -201,6 +207,51 @@ class Attention(nn.Module):
             ) from e
 
 
+# --- short convolution --------------------------------------------------------------------------
+class ShortConv(nn.Module):
+    """LFM2's gated short convolution (transformers' Lfm2ShortConv, llama.cpp's `shortconv`):
+    in_proj to b, c, x; y = out_proj(c * conv(b * x)), the convolution causal and depthwise over
+    the position and the kernel - 1 before it.
+
+    Packed rows: a position never reads an earlier document's bytes (the segment ids mask the
+    shifted terms). Cached decoding: the cache holds b * x of every slot, (B, L, C), as the KV cache
+    holds keys; slots the mask hides (left padding) count as zeros, as transformers zeroes padding."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.kernel = cfg.conv_kernel
+        self.in_proj = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        # (C, 1, K): nn.Conv1d's depthwise layout, as Hugging Face stores it (3-D, so the
+        # optimizer gives it AdamW, not Muon, whose orthogonalisation is for matrices).
+        self.conv_weight = nn.Parameter(torch.empty(cfg.d_model, 1, cfg.conv_kernel))
+        self.out_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, x: Tensor, a: AttentionInputs, cache: LayerCache | None = None) -> Tensor:
+        T, K = x.shape[1], self.kernel
+        b, c, h = self.in_proj(x).chunk(3, dim=-1)  # (B, T, C) each
+        u = b * h
+        w = self.conv_weight[:, 0]  # (C, K): w[:, K-1] multiplies the position itself
+        if cache is None:
+            y = u * w[:, K - 1]
+            for shift in range(1, min(K, T)):
+                earlier = F.pad(u[:, :-shift], (0, 0, shift, 0))  # earlier[t] = u[t - shift]
+                if a.segments is not None:
+                    same = a.segments[:, shift:] == a.segments[:, :-shift]  # (B, T - shift)
+                    earlier = earlier * F.pad(same, (shift, 0)).unsqueeze(-1).to(u.dtype)
+                y = y + earlier * w[:, K - 1 - shift]
+        else:
+            slots, pos = cache[0], a.pos  # (B, L, C)
+            slots[:, pos : pos + T] = u
+            start = max(pos - (K - 1), 0)
+            history = slots[:, start : pos + T]  # (B, S, C)
+            if a.mask is not None:  # the last query sees exactly the real slots
+                real = a.mask[:, 0, -1, start : pos + T] == 0  # (B, S)
+                history = history * real.unsqueeze(-1).to(u.dtype)
+            history = F.pad(history, (0, 0, K - 1 - (pos - start), 0))  # (B, K-1+T, C)
+            y = sum(history[:, i : i + T] * w[:, i] for i in range(K))
+        return self.out_proj(c * y)
+
+
 # --- MLP ----------------------------------------------------------------------------------------
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) * up(x))."""
@@ -217,15 +268,22 @@ class MLP(nn.Module):
 
 # --- block --------------------------------------------------------------------------------------
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    """A pre-norm block whose token mixer is attention, or the short convolution (`conv_layers`);
+    `attn_norm` is the mixer's norm either way (LFM2's `operator_norm`)."""
+
+    def __init__(self, cfg: ModelConfig, conv: bool = False) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg)
+        # One of the two, under its own name: the state-dict keys are a file format.
+        self.attn = None if conv else Attention(cfg)
+        self.conv = ShortConv(cfg) if conv else None
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
     def forward(self, x: Tensor, a: AttentionInputs, cache: LayerCache | None = None) -> Tensor:
-        x = x + self.attn(self.attn_norm(x), a, cache)
+        mixer = self.attn if self.attn is not None else self.conv
+        assert mixer is not None
+        x = x + mixer(self.attn_norm(x), a, cache)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -245,7 +303,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(Block(cfg, i in cfg.conv_layers) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = (
             None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -269,16 +327,21 @@ class Transformer(nn.Module):
         nn.init.normal_(self.embed.weight, mean=0.0, std=std)
         for layer in self.layers:
             assert isinstance(layer, Block)
-            a, m = layer.attn, layer.mlp
+            a, c, m = layer.attn, layer.conv, layer.mlp
             # in this order: the weights drawn depend on it
-            for lin, s in ((a.q_proj, std), (a.k_proj, std), (a.v_proj, std), (a.o_proj, res),
-                           (m.gate_proj, std), (m.up_proj, std), (m.down_proj, res)):  # fmt: skip
+            mixer = ((a.q_proj, std), (a.k_proj, std), (a.v_proj, std), (a.o_proj, res)) if a else (
+                (c.in_proj, std), (c.out_proj, res)) if c else ()  # fmt: skip
+            for lin, s in (*mixer, (m.gate_proj, std), (m.up_proj, std), (m.down_proj, res)):
                 nn.init.normal_(lin.weight, mean=0.0, std=s)
+            if c is not None:  # nn.Conv1d's own default: uniform within ±1/√kernel
+                nn.init.uniform_(c.conv_weight, -1 / math.sqrt(c.kernel), 1 / math.sqrt(c.kernel))
         for module in self.modules():
             if isinstance(module, RMSNorm):
                 nn.init.ones_(module.weight)
         for layer in self.layers:
             assert isinstance(layer, Block)
+            if layer.attn is None:
+                continue
             for norm in (layer.attn.q_norm, layer.attn.k_norm):
                 if norm is not None:  # the logits' bound is gain² √D (see the docstring)
                     nn.init.constant_(norm.weight, self.cfg.qk_norm_gain_init)
@@ -309,6 +372,20 @@ class Transformer(nn.Module):
     def head_weight(self) -> Tensor:
         return self.embed.weight if self.lm_head is None else self.lm_head.weight
 
+    def new_cache(self, batch: int, length: int) -> list[LayerCache]:
+        """An empty cache of `length` slots per sequence, one entry per layer: keys and values
+        (B, KV, L, D) each for attention; b * x (B, L, C) for a short convolution (its second
+        tensor unused), zeroed, as a convolution reads the slots before the first position."""
+        c, weight = self.cfg, self.embed.weight
+        kv = partial(torch.empty, (batch, c.n_kv_heads, length, c.head_dim), device=weight.device,
+                     dtype=weight.dtype)  # fmt: skip
+        conv = partial(torch.zeros, (batch, length, c.d_model), device=weight.device,
+                       dtype=weight.dtype)  # fmt: skip
+        return [
+            (conv(), weight.new_empty(0)) if i in c.conv_layers else (kv(), kv())
+            for i in range(c.n_layers)
+        ]
+
     # --- forward --------------------------------------------------------------------------------
     def forward(
         self,
@@ -335,7 +412,7 @@ class Transformer(nn.Module):
             allowed = (segments[:, :, None] == segments[:, None, :]) & causal  # (B, T, T)
             mask = torch.zeros(allowed.shape, dtype=x.dtype, device=idx.device)
             mask = mask.masked_fill_(~allowed, float("-inf")).unsqueeze(1)  # (B, 1, T, T)
-        a = AttentionInputs(cos, sin, self.attention, 0, mask)
+        a = AttentionInputs(cos, sin, self.attention, 0, mask, segments)
         with self._sdpa_context():
             for layer in self.layers:
                 x = layer(x, a)
@@ -411,11 +488,16 @@ def count_parameters(
         return total - (0 if include_embeddings else model_or_cfg.embed.weight.numel())
     c = model_or_cfg
     attn = c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads)
-    qk_norm = 2 * c.head_dim if c.qk_norm else 0
-    per_layer = attn + qk_norm + 3 * c.d_model * c.ffn_hidden + 2 * c.d_model
+    attn += 2 * c.head_dim if c.qk_norm else 0
+    conv = (
+        4 * c.d_model * c.d_model + c.d_model * c.conv_kernel
+    )  # in_proj (3C x C), out_proj, kernel
+    n_conv = len(c.conv_layers)
+    per_layer = 3 * c.d_model * c.ffn_hidden + 2 * c.d_model
     head = 0 if c.tie_embeddings else c.vocab_size * c.d_model
     embed = c.vocab_size * c.d_model
-    total = embed + c.n_layers * per_layer + c.d_model + head
+    mixers = (c.n_layers - n_conv) * attn + n_conv * conv
+    total = embed + c.n_layers * per_layer + mixers + c.d_model + head
     return total - (0 if include_embeddings else embed)
 
 
@@ -423,8 +505,10 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs (forward + backward) per token at sequence length seq_len: 6·N over the
     parameters used as matmuls (everything but the embedding lookup; the LM head counted even when
     tied) plus the attention scores and values, 12·n_layers·n_heads·head_dim·seq_len (PaLM's
-    formula, which does not halve for the causal mask)."""
+    formula, which does not halve for the causal mask) over the attention layers only (a short
+    convolution's few multiply-adds per channel are left out, as the norms are)."""
     n = count_parameters(cfg, include_embeddings=False)
     if cfg.tie_embeddings:
         n += cfg.vocab_size * cfg.d_model
-    return 6.0 * n + 12.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
+    attention_layers = cfg.n_layers - len(cfg.conv_layers)
+    return 6.0 * n + 12.0 * attention_layers * cfg.n_heads * cfg.head_dim * seq_len

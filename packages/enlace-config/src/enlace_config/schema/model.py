@@ -35,6 +35,13 @@ class ModelConfig(StrictModel):
     bounded by g² √head_dim: at 1 (√32 ≈ 5.7) attention is too flat to pick one position out of a
     hundred, and a small model cannot copy until the gains grow (issue 35). The gains are the
     q/k-norm weights, so the export carries them as they are."""
+    conv_layers: list[int] = Field(default_factory=list[int])
+    """Indices of the layers whose token mixer is LFM2's gated short convolution instead of
+    attention (Liquid AI's LFM2 layout, which transformers and llama.cpp run): each position mixes
+    itself and the `conv_kernel - 1` positions before it, so the layers above can match a key of
+    several bytes without first learning a previous-token head (issue 35)."""
+    conv_kernel: int = Field(default=3, ge=2, le=16)
+    """Width of the short convolution (LFM2's `conv_L_cache`): the position and the ones before it."""
     tie_embeddings: bool = True
     """Share the token embedding and the LM head."""
     init_std: PositiveFloat = 0.02
@@ -58,6 +65,22 @@ class ModelConfig(StrictModel):
                 f"head dim d_model / n_heads = {self.d_model} / {self.n_heads} = {self.head_dim} "
                 "is odd; rotary embeddings (RoPE) rotate pairs of dimensions, so it must be even",
                 ("d_model",),
+            )
+        bad = [i for i in self.conv_layers if not 0 <= i < self.n_layers]
+        if bad or len(set(self.conv_layers)) != len(self.conv_layers):
+            yield FieldProblem(
+                "conv_layers",
+                f"{self.conv_layers} must be distinct layer indices from 0 to n_layers - 1 = "
+                f"{self.n_layers - 1}",
+                ("n_layers",),
+            )
+        if self.conv_layers and not self.qk_norm:
+            yield FieldProblem(
+                "conv_layers",
+                "short-convolution layers make the model LFM2's layout (what transformers and "
+                "llama.cpp run), whose attention always has QK-norm, but qk_norm is false: set "
+                "model.qk_norm: true (the gains' start, qk_norm_gain_init, sets the temperature)",
+                ("qk_norm",),
             )
         if self.n_heads % self.n_kv_heads:
             yield FieldProblem(
