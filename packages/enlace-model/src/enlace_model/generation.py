@@ -1,7 +1,8 @@
 """Generation: the KV cache and the decoding loop on token ids (the model is in model.py).
 
 - The cache is allocated once per window, for the longest prompt plus the tokens to generate in
-  it, as one (B, KV, L, D) key and value tensor per layer written in place: no growth.
+  it, as one (B, KV, L, D) key and value tensor per layer written in place (a short-convolution
+  layer keeps its b * x, (B, L, C), instead: `Transformer.new_cache`): no growth.
 - Past the model's context the window slides: the last context/2 tokens of each sequence are read
   again (one prefill) into a fresh cache and decoding goes on, so `generate(model, [ids], 500)`
   works on a model of context 128. A prompt as long as the context keeps its last context/2 tokens.
