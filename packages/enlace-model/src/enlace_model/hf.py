@@ -23,7 +23,7 @@ from torch import Tensor
 
 from enlace_model.errors import CheckpointError
 
-__all__ = ["config_from_hf", "hf_config", "state_dict_from_hf", "state_dict_to_hf"]
+__all__ = ["architecture", "config_from_hf", "hf_config", "state_dict_from_hf", "state_dict_to_hf"]
 
 PathLike = str | os.PathLike[str]
 
@@ -64,6 +64,10 @@ def architecture(cfg: ModelConfig) -> str:
     return "qwen3" if cfg.qk_norm else "llama"
 
 
+def _names(cfg: ModelConfig) -> tuple[tuple[str, str], ...]:
+    return _LFM2_NAMES if architecture(cfg) == "lfm2" else _NAMES
+
+
 def _pattern(template: str) -> str:
     return re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{rest\}", "(?P<rest>.+)")
 
@@ -78,15 +82,13 @@ def _rename(name: str, to_hf: bool, names: tuple[tuple[str, str], ...]) -> str:
 
 
 def state_dict_to_hf(state: Mapping[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
-    names = _LFM2_NAMES if architecture(cfg) == "lfm2" else _NAMES
-    return {_rename(k, True, names): v for k, v in state.items()}
+    return {_rename(k, True, _names(cfg)): v for k, v in state.items()}
 
 
 def state_dict_from_hf(state: Mapping[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
     """Enlace names for a Hugging Face Qwen3/Llama/LFM2 state dict. For a tied model, a redundant
     lm_head.weight (some tools save it) is dropped."""
-    names = _LFM2_NAMES if architecture(cfg) == "lfm2" else _NAMES
-    out = {_rename(k, False, names): v for k, v in state.items()}
+    out = {_rename(k, False, _names(cfg)): v for k, v in state.items()}
     if cfg.tie_embeddings:
         out.pop("lm_head.weight", None)
     return out

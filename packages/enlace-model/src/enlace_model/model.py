@@ -489,9 +489,7 @@ def count_parameters(
     c = model_or_cfg
     attn = c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads)
     attn += 2 * c.head_dim if c.qk_norm else 0
-    conv = (
-        4 * c.d_model * c.d_model + c.d_model * c.conv_kernel
-    )  # in_proj (3C x C), out_proj, kernel
+    conv = 4 * c.d_model * c.d_model + c.d_model * c.conv_kernel  # in_proj 3C x C, out_proj, kernel
     n_conv = len(c.conv_layers)
     per_layer = 3 * c.d_model * c.ffn_hidden + 2 * c.d_model
     head = 0 if c.tie_embeddings else c.vocab_size * c.d_model
