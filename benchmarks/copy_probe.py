@@ -15,9 +15,13 @@ learn to copy in a few hundred fine-tuning steps (benchmarks/CHAT.md).
 
 It also reads 128-byte rows of random-letter copy records («qwhfk|qwhfk», the generator that
 `train.copy_records_share` mixes into pretraining, another seed) and reports the greedy accuracy
-on the copies' bytes ("letters"): a few per cent (1 letter in 32) for a model that does not copy,
-near 100 % for one that does. The books' gap says whether a base copies natural text; the letters
-say whether it has the mechanism at all, with nothing else to lean on.
+on the copies' bytes, for records of lower-case letters ("letters"), of capitals ("capitals") and
+of digits ("digits"): a few per cent (1 in 32, or in 10 digits) for a model that does not copy,
+near 100 % for one that does. The books' gap says whether a base copies natural text; the records
+say whether it has the mechanism at all, with nothing else to lean on, and for which bytes: a
+copy head copies the bytes it was trained to copy, and a name starts with a capital, a
+temperature is digits (benchmarks/CHAT.md, eleventh session: a base that copies lower-case
+letters at 99 % copied capitals at 2 %).
 
 `corpus` writes a copy-heavy bytes corpus for `data.path` (kind: bytes): the built-in books' train
 split where, with probability --share, a short sentence comes back after the next one («A B A»),
@@ -75,13 +79,24 @@ def copy_accuracy(
 Row = tuple[bytes | list[int], list[tuple[int, int]]]  # a row of copy records, its copies' spans
 
 
-def letter_rows(n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
+def letter_rows(
+    n: int = 50, length: int = 128, seed: int = 1, letters: str | None = None
+) -> list[Row]:
     """n rows of random-letter copy records «qwhfk|qwhfk» (enlace_data/copy_records.py, the
-    generator `train.copy_records_share` trains on, with another seed) and their copies' spans."""
-    from enlace_data.copy_records import copy_record_row
+    generator `train.copy_records_share` trains on, with another seed) and their copies' spans;
+    `letters`: what the records draw from (default: the lower case)."""
+    from enlace_data.copy_records import LOWER_CASE, copy_record_row
 
     rng = random.Random(f"copy-probe-{seed}")
-    return [copy_record_row(rng, length) for _ in range(n)]
+    return [copy_record_row(rng, length, letters=letters or LOWER_CASE) for _ in range(n)]
+
+
+def record_rows(n: int = 50) -> dict[str, list[Row]]:
+    """The probe's record rows by what they copy: lower-case letters, capitals, digits."""
+    from enlace_data.copy_records import CAPITALS, DIGITS, LOWER_CASE
+
+    kinds = {"letters": LOWER_CASE, "capitals": CAPITALS, "digits": DIGITS}
+    return {kind: letter_rows(n, letters=letters) for kind, letters in kinds.items()}
 
 
 def token_rows(ids: range, n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
@@ -108,10 +123,12 @@ def letter_accuracy(predict: Callable[[list[int]], list[int]], rows: list[Row]) 
     return hits / count
 
 
-def probe(path: str, pairs: list[tuple[str, str]], rows: list[Row]) -> tuple[float, float, float]:
-    """(first, second, letters): `copy_accuracy` on the books and `letter_accuracy` of a run
-    directory or checkpoint, greedy, with its own tokenizer (for a tokenizer other than bytes, the
-    records are of random ids: `token_rows`, as many rows)."""
+def probe(
+    path: str, pairs: list[tuple[str, str]], rows: dict[str, list[Row]]
+) -> tuple[float, float, dict[str, float]]:
+    """(first, second, records): `copy_accuracy` on the books and `letter_accuracy` on each kind
+    of `rows` (`record_rows`) of a run directory or checkpoint, greedy, with its own tokenizer (for
+    a tokenizer other than bytes, one kind: records of random ids, `token_rows`, as many rows)."""
     import torch
     from enlace_data.tokenizer import ByteTokenizer, load_tokenizer
     from enlace_model.checkpoint import load_model, resolve_checkpoint
@@ -126,8 +143,8 @@ def probe(path: str, pairs: list[tuple[str, str]], rows: list[Row]) -> tuple[flo
     first, second = copy_accuracy(predict, tokenizer.encode, pairs)
     if not isinstance(tokenizer, ByteTokenizer):
         ordinary = range(max(tokenizer.special_ids.values()) + 1, tokenizer.vocab_size)
-        rows = token_rows(ordinary, len(rows))
-    return first, second, letter_accuracy(predict, rows)
+        rows = {"ids": token_rows(ordinary, len(next(iter(rows.values()))))}
+    return first, second, {kind: letter_accuracy(predict, r) for kind, r in rows.items()}
 
 
 def write_corpus(out: Path, share: float, seed: int = 0) -> tuple[int, int]:
@@ -165,7 +182,7 @@ def main() -> None:
     p = sub.add_parser("probe", help="copy accuracy of runs or checkpoints")
     p.add_argument("models", nargs="+")
     p.add_argument("--pairs", type=int, default=100)
-    p.add_argument("--rows", type=int, default=50, help="rows of 128 bytes of letter records")
+    p.add_argument("--rows", type=int, default=50, help="rows of 128 bytes of records of each kind")
     c = sub.add_parser("corpus", help="write a copy-heavy bytes corpus")
     c.add_argument("out", type=Path)
     c.add_argument("--share", type=float, default=1.0)
@@ -174,11 +191,12 @@ def main() -> None:
         size, repeats = write_corpus(args.out, args.share)
         print(f"{args.out}: train.txt {size:,} bytes with {repeats:,} repeated sentences")
         return
-    pairs, rows = probe_pairs(args.pairs), letter_rows(args.rows)
-    print(f"{'model':60} {'first':>7} {'second':>7} {'gap':>7} {'letters':>8}")
+    pairs, rows = probe_pairs(args.pairs), record_rows(args.rows)
+    print(f"{'model':60} {'first':>7} {'second':>7} {'gap':>7}  records")
     for path in args.models:
-        first, second, letters = probe(path, pairs, rows)
-        print(f"{path:60} {first:7.1%} {second:7.1%} {second - first:+7.1%} {letters:8.1%}")
+        first, second, records = probe(path, pairs, rows)
+        shown = "  ".join(f"{kind} {share:.1%}" for kind, share in records.items())
+        print(f"{path:60} {first:7.1%} {second:7.1%} {second - first:+7.1%}  {shown}")
 
 
 if __name__ == "__main__":

@@ -319,9 +319,11 @@ def record_pairs(seed: int = 1, length: int = 128) -> tuple[list[int], list[tupl
     """A row of letter records («qwhfk|qwhfk», `enlace_data.copy_records`, what pretraining mixes
     in and `copy_probe.py` scores) and its pairs as `copy_pairs` gives them for names: for each
     copied byte after the first, the position that predicts it and the same byte's source."""
-    from enlace_data.copy_records import copy_record_row
+    from enlace_data.copy_records import LOWER_CASE, copy_record_row
 
-    row, spans = copy_record_row(random.Random(seed), length)
+    # The lower case alone, as in every session's figures (copy_probe.py scores capitals and
+    # digits apart).
+    row, spans = copy_record_row(random.Random(seed), length, letters=LOWER_CASE)
     pairs = []
     for start, end in spans:
         source = start - (end - start) - 1  # «A|A»: the copy starts one past the separator
@@ -333,9 +335,9 @@ def recall_pairs(seed: int = 1, length: int = 128) -> tuple[list[int], list[tupl
     """A row of recall records («ab=qwhf cd=zmu|cd=zmu ab=qwhf», `enlace_data.copy_records`) and,
     for each value after the «|», the pair (the «=» that predicts its first byte, that byte in the
     first half): the byte found only by matching the key's several bytes, as a name's first."""
-    from enlace_data.copy_records import recall_record_row
+    from enlace_data.copy_records import LOWER_CASE, recall_record_row
 
-    row, spans = recall_record_row(random.Random(seed), length)
+    row, spans = recall_record_row(random.Random(seed), length, LOWER_CASE)
     pairs = []
     for start, end in spans:
         source = row.rfind(row[start - 3 : end], 0, start - 3) + 3  # «cd=zmu» in the first half

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # From nothing to a chat on 2 CPU cores (like nanochat's CPU run): the byte-level smoke model is
 # pretrained with copy records (configs/runs/smoke-cpu-copy.yaml), warmed up on the household's
-# requests alone (configs/runs/warmup-cpu.yaml: short prompts, where it learns to read the request;
-# copy records still in its rows), fine-tuned
+# requests and searches alone (configs/runs/warmup-cpu.yaml: short prompts, where it learns to read
+# the request and copy from it and from the result; copy records still in its rows), fine-tuned
 # on the built-in Spanish conversations (configs/runs/sft-cpu.yaml, which also takes the chat
 # measures on held-out ones) that offer the assistant's own tool specs
 # (`enlace-assistant --tools-json`), and then you talk to it in the terminal. Re-running resumes or
@@ -33,7 +33,7 @@ uv run enlace-train configs/runs/smoke-cpu-copy.yaml "run.out_dir=$runs/smoke-cp
 # The conversations offer the model the very tool specs the assistant sends with every question.
 uv run enlace-assistant --tools-json > "$runs/assistant-tools.json"
 uv run enlace-data chat builtin "$runs/warmup-data" --tools "$runs/assistant-tools.json" \
-  --household-requests
+  --household-requests --searches 0.3
 uv run enlace-train configs/runs/warmup-cpu.yaml "train.init_from=$runs/smoke-cpu-copy" \
   "data.path=$runs/warmup-data" "run.out_dir=$runs/warmup-cpu" ${seed[@]+"${seed[@]}"}
 uv run enlace-data chat builtin "$runs/chat-data" --tools "$runs/assistant-tools.json"

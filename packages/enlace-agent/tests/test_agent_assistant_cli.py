@@ -418,14 +418,6 @@ def test_real_gguf_model_answers_through_the_assistant(
     assert [m["role"] for m in end.messages][-3:] == ["assistant", "tool", "assistant"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the 10-minute CPU chat model copies the question into its search only sometimes "
-    "(issue 35, benchmarks/CHAT.md tenth session: argument fidelity 13 % on CI's seed; another "
-    "run of the recipe searched «Qué tiempo hará mañana en Zaragoza», CI's searches «En "
-    "Baragoza»: every byte of the city but the first); strict, so a model that copies it turns "
-    "this red until the mark is removed",
-)
 def test_real_gguf_model_searches_for_the_held_out_city(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
@@ -443,12 +435,6 @@ def test_real_gguf_model_searches_for_the_held_out_city(
     assert any("zaragoza" in q.casefold() for q in queries), queries
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the 10-minute CPU chat model does not copy the result into its answer (issue 35, "
-    "benchmarks/CHAT.md tenth session: grounded answers 0-4 %); strict, so a model that starts "
-    "copying turns this red until the mark is removed",
-)
 def test_real_gguf_model_states_the_temperature_the_search_gave(
     weather_search_config: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:

@@ -530,6 +530,10 @@ def test_copy_records_go_into_byte_token_and_chat_rows(write_tree: WriteTree) ->
         overrides = ["train.copy_records_share=0.5", *vocab]
         cfg = load(write_tree(files), overrides=overrides).config
         assert cfg.train.copy_records_share == 0.5
+    # Lower case, capitals and digits by default (74 symbols); beyond the alphabet is refused.
+    assert load(write_tree()).config.train.copy_records_letters == 74
+    msg = error_of(write_tree(), overrides=["train.copy_records_letters=75"])
+    problem_line(msg, "train.copy_records_letters:", "74")
 
 
 def test_recall_records_are_refused_for_token_rows(write_tree: WriteTree) -> None:

@@ -533,6 +533,48 @@ def test_household_requests_are_the_request_alone_and_every_household_call(
     assert "['lista_de_la_compra', 'olvidar'], not offered" in capsys.readouterr().err
 
 
+def test_household_requests_with_searches_hold_short_searches_in_the_sources_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--searches 0.3` (scripts/chat-cpu.sh's warm-up): about 35 % of the requests are searches
+    (each draw a search at 0.3; the household draws that ask no request are drawn again), with
+    nothing before the question, whose call searches the question's own words and whose
+    answer is the result's line; the rest are the household's requests."""
+    from enlace_config.contracts import SEARCH_TOOL_NAME
+    from enlace_data.chat.builtin import SEARCH_TOOL, search_query
+    from enlace_data.cli import main
+
+    def spec(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(
+        json.dumps([SEARCH_TOOL, *map(spec, ("lista_de_la_compra", "recordar", "olvidar"))])
+    )
+    ask = ["chat", "builtin", str(tmp_path / "out"), "--builtin-size", "400", "--tools", str(tools)]
+    assert main([*ask, "--household-requests", "--searches", "0.3"]) == 0
+    convs = [json.loads(x) for x in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
+    assert len(convs) == 400 and all(c["tools"] == [] for c in convs)
+    name = SEARCH_TOOL_NAME
+    searches = [c for c in convs if c["messages"][1]["tool_calls"][0]["function"]["name"] == name]
+    assert 0.3 < len(searches) / len(convs) < 0.4, len(searches)
+    for c in searches:
+        normalize_conversation(c, "search")
+        question, call, result, answer = c["messages"]
+        assert [m["role"] for m in c["messages"]] == ["user", "assistant", "tool", "assistant"]
+        query = call["tool_calls"][0]["function"]["arguments"]["consulta"]
+        assert query == search_query(question["content"])
+        line = answer["content"].rsplit(" (fuente: ", 1)[0]
+        assert line in result["content"] and all(f in line for f in c["expect"]["answer"])
+        assert all(e in query for e in c["expect"]["query"])
+    assert len(searches) < len(convs) - 200  # the household's requests are still most of them
+    capsys.readouterr()
+    assert main([*ask, "--searches", "0.3"]) == 2
+    assert "--searches goes with --household-requests" in capsys.readouterr().err
+    assert main([*ask, "--household-requests", "--searches", "1.5"]) == 2
+    assert "--searches must be a share in [0, 1)" in capsys.readouterr().err
+
+
 def test_about_half_of_the_orders_come_without_their_final_period() -> None:
     """People type and voice assistants transcribe «Añade leche a la lista de la compra» without
     the period: a model that only saw «…compra.» answered it as a question. Every kind of set

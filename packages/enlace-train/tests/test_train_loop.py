@@ -4,6 +4,7 @@ init_from, and metrics.jsonl being cut back on resume."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -167,6 +168,19 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
     few = TrainConfig(**common, copy_records_letters=4)
     rows = [bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), few, 0, "a")[0]]
     assert all(set(r) <= set(b"abcd|\n") for r in rows), rows
+    # By default the records copy capitals and digits too (a name's first letter, a temperature);
+    # 32 is the lower case alone.
+    for source in ("letters", "recall"):
+        every = TrainConfig(**common, copy_records_source=source)
+        drawn = b"".join(
+            bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), every, 0, "a")[0]
+        )
+        assert re.search(rb"[A-Z]", drawn) and re.search(rb"[0-9]", drawn), drawn
+        lower = TrainConfig(**common, copy_records_source=source, copy_records_letters=32)
+        drawn = b"".join(
+            bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), lower, 0, "a")[0]
+        )
+        assert not re.search(rb"[A-Z0-9]", drawn), drawn
     spans = TrainConfig(**common, copy_records_source="text")
     rows = [bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), spans, 0, "a")[0]]
     for r in rows:

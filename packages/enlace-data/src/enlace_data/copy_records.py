@@ -13,10 +13,27 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["LETTERS", "copy_record_ids", "copy_record_row", "recall_record_row"]
+__all__ = [
+    "CAPITALS",
+    "DIGITS",
+    "LETTERS",
+    "LOWER_CASE",
+    "copy_record_ids",
+    "copy_record_row",
+    "recall_record_row",
+]
 
-# The Spanish alphabet in lower case with its accented vowels: six of the 32 take two UTF-8 bytes.
-LETTERS = "abcdefghijklmnñopqrstuvwxyzáéíóú"
+# What the family's copies are made of: the Spanish alphabet in lower case with its accented vowels
+# (six of the 32 take two UTF-8 bytes), the same in capitals (a name's, a city's first letter) and
+# the digits (a temperature, a price, a day). A copy head learns to copy the bytes its records
+# hold and no others: trained on the 32 lower-case letters alone, the script's base copied them at
+# 99 % and capitals at 2 %, digits at 0.5 %, so its calls wrote «Bucía» for Lucía and «el 1 de
+# junio» for the 10th (benchmarks/CHAT.md, eleventh session). `train.copy_records_letters` takes
+# the first N: 32 is the lower case alone, as before.
+LOWER_CASE = "abcdefghijklmnñopqrstuvwxyzáéíóú"
+CAPITALS = LOWER_CASE.upper()
+DIGITS = "0123456789"
+LETTERS = LOWER_CASE + CAPITALS + DIGITS
 SEPARATOR, END = "|", "\n"
 MIN_LETTERS, MAX_LETTERS = 5, 8
 
@@ -51,9 +68,11 @@ MIN_PAIRS, MAX_PAIRS = 3, 5
 MIN_VALUE, MAX_VALUE = 3, 6
 
 
-def recall_record_row(rng: random.Random, length: int) -> tuple[bytes, list[tuple[int, int]]]:
+def recall_record_row(
+    rng: random.Random, length: int, letters: str = LETTERS
+) -> tuple[bytes, list[tuple[int, int]]]:
     """`length` bytes of recall records «ab=qwhf cd=zmu|cd=zmu ab=qwhf\\n»: 3-5 pairs of a
-    two-letter key and a value of 3-6 random letters, then the same pairs in another order, and the
+    two-letter key (lower case) and a value of 3-6 random `letters`, then the same pairs in another order, and the
     spans [start, end) of the values after the «|» that end inside the row. A value's later bytes
     follow from the byte before them, as in `copy_record_row`; its first byte only from its key,
     several bytes back («cd=», where «d=» or «=» alone occur in other pairs): what a name's first
@@ -63,7 +82,7 @@ def recall_record_row(rng: random.Random, length: int) -> tuple[bytes, list[tupl
         keys = rng.sample([a + b for a in LETTERS[:KEY_LETTERS] for b in LETTERS[:KEY_LETTERS]],
                           rng.randint(MIN_PAIRS, MAX_PAIRS))  # fmt: skip
         pairs = [
-            (k, "".join(rng.choice(LETTERS) for _ in range(rng.randint(MIN_VALUE, MAX_VALUE))))
+            (k, "".join(rng.choice(letters) for _ in range(rng.randint(MIN_VALUE, MAX_VALUE))))
             for k in keys
         ]
         row += " ".join(f"{k}={v}" for k, v in pairs).encode() + SEPARATOR.encode()

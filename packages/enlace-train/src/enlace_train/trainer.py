@@ -206,10 +206,10 @@ def mix_copy_records(
             record, _ = copy_record_ids(rng, x.shape[1] + 1, token_ids, own or None)
             ids = np.asarray(record, dtype=x.dtype)
         else:
+            letters = LETTERS[: tc.copy_records_letters]
             if source == "recall":
-                row, _ = recall_record_row(rng, x.shape[1] + 1)
+                row, _ = recall_record_row(rng, x.shape[1] + 1, letters)
             else:
-                letters = LETTERS[: tc.copy_records_letters]
                 own_bytes = bytes(int(i) for i in x[r] if i < 256) if text else None
                 row, _ = copy_record_row(rng, x.shape[1] + 1, own_bytes or None, letters)
             ids = np.frombuffer(row, dtype=np.uint8)

@@ -65,10 +65,13 @@ class TrainConfig(StrictModel):
     copy_records_steps: NonNegativeInt = 0
     """Step at which the copy records' share has fallen to zero (see copy_records_share); 0: it
     does not fall, the same share for the whole run (a chat fine-tuning's)."""
-    copy_records_letters: int = Field(default=32, ge=2, le=32)
-    """copy_records_source letters, bytes: how many letters of the alphabet (enlace_data/copy_records.py)
-    the records draw from. With few, one letter does not tell where a copy stands (it occurs
-    several times nearby), so the model must learn to match several bytes, as natural text needs."""
+    copy_records_letters: int = Field(default=74, ge=2, le=74)
+    """Byte records (letters and recall): how many symbols of enlace_data/copy_records.py's
+    alphabet the records draw from, in its order: 32 lower-case letters, 32 capitals, 10 digits
+    (74: all; 32: the lower case alone, the records before the capitals and digits were added). A
+    copy head copies only the bytes its records hold: the family's names start with a capital and
+    its facts are numbers. With few letters, one does not tell where a copy stands (it occurs
+    several times nearby), so the model must learn to match several bytes."""
     copy_records_source: Literal["letters", "text", "recall", "letters+recall"] = "letters"
     """What the copy records copy: 5-8 random letters (4-8 random ordinary ids in token shards),
     spans of the row's own text (10-20 bytes, or 4-8 ids: several bytes, not one, tell where a span

@@ -60,6 +60,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "list), each with no system prompt and no specs before it: the reading warm-up before the "
         "SFT (scripts/chat-cpu.sh); needs --tools offering them",
     )
+    p.add_argument(
+        "--searches",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="--household-requests: the chance that a draw is a short search instead (the question, "
+        "the call, the result, the answer; scripts/chat-cpu.sh: 0.3, about 35 %% of the set)",
+    )
     p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
     p.set_defaults(func=run)
 
@@ -97,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
             "--household-requests goes with the built-in set and the assistant's tool specs: "
             "enlace-data chat builtin OUT_DIR --tools tools.json --household-requests"
         )
+    if args.searches and not args.household_requests:
+        raise DataError("--searches goes with --household-requests (the warm-up's set)")
+    if not 0 <= args.searches < 1:
+        raise DataError(f"--searches must be a share in [0, 1), got {args.searches}")
     if args.source.endswith((".yaml", ".yml")):
         return _run_recipe(args)
     if args.overrides:
@@ -121,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         sizes = {"train": args.builtin_size, "val": max(1, args.builtin_size // 10)}
         for split, n in sizes.items():
             if args.household_requests and tools is not None:
-                splits[split] = household_requests(split, n, tools=tools)
+                splits[split] = household_requests(split, n, tools=tools, searches=args.searches)
             else:
                 splits[split] = builtin_conversations(split, n, tools=tools)
     else:

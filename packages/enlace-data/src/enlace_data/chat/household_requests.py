@@ -1,6 +1,7 @@
-"""The reading warm-up's conversations: the household's requests alone (`enlace-data chat builtin
-OUT_DIR --tools T --household-requests`, scripts/chat-cpu.sh), drawn with the built-in set's own
-conversation writers so that their words, calls and replies are the full set's."""
+"""The reading warm-up's conversations: the household's requests alone, and with `--searches` short
+searches among them (`enlace-data chat builtin OUT_DIR --tools T --household-requests [--searches
+SHARE]`, scripts/chat-cpu.sh), drawn with the built-in set's own conversation writers so that
+their words, calls and replies are the full set's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import Any
 
 from enlace_config.contracts import FORGET_TOOL_NAME, REMEMBER_TOOL_NAME, SHOPPING_LIST_TOOL_NAME
 
-from enlace_data.chat.builtin import _as_typed, _memory_conversation, _shopping_conversation
+from enlace_data.chat.builtin import (
+    _as_typed,
+    _memory_conversation,
+    _search,
+    _search_turns,
+    _shopping_conversation,
+)
 from enlace_data.chat.tools import check_tools, tool_name
 from enlace_data.errors import DataError
 
@@ -23,7 +30,7 @@ REQUESTS_MEMORY_SHARE = 0.75
 
 
 def household_requests(
-    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]]
+    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]], searches: float = 0.0
 ) -> list[dict[str, Any]]:
     """n requests to the household's tools (remember, forget, add to, remove from or read the
     shopping list), each the whole prompt: no system prompt and no tool specs before it, the same
@@ -31,7 +38,18 @@ def household_requests(
     scripts/chat-cpu.sh: behind ~2,000 positions of specs a base pretrained on 128 positions
     spreads its attention and misses the request; short prompts teach a head to find it, which
     the SFT on the full prompts then keeps (benchmarks/CHAT.md, sixth and seventh sessions).
-    `tools` must offer the memory and the shopping list (the specs the assistant sends)."""
+    `tools` must offer the memory and the shopping list (the specs the assistant sends).
+
+    `searches`: the chance that a draw is a search instead (the household draws that hold no
+    request, a question a memory answers, are drawn again: 0.3 gives about 35 % searches), as
+    short: the question, the call
+    whose query is the question's own words, the result, and the answer that is the result's line
+    (the full set's search conversations, without their system prompt and spec). The SFT sees
+    about 200 searches in its 120 steps; the warm-up's short rows show ten times as many, and the
+    search then copies the question's first byte and the answer the result's numbers
+    (benchmarks/CHAT.md, eleventh session)."""
+    if not 0 <= searches < 1:
+        raise ValueError(f"searches must be a share in [0, 1), got {searches}")
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     offered = check_tools(tools, "tools")
@@ -44,6 +62,11 @@ def household_requests(
     rng = random.Random(f"enlace-chat-requests:{split}:{seed}")
     out: list[dict[str, Any]] = []
     while len(out) < n:
+        if searches and rng.random() < searches:  # 0: no draw, the household set of before
+            s = _search(rng, val)
+            expect = {"query": list(s.entities), "answer": list(s.facts)}
+            out.append({"messages": _search_turns(rng, s), "tools": [], "expect": expect})
+            continue
         if rng.random() < REQUESTS_MEMORY_SHARE:
             conv = _memory_conversation(rng, val, offered)
         else:
