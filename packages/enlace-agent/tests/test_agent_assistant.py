@@ -142,6 +142,12 @@ def test_bad_calls_go_back_to_the_model_as_errors(
     (tool,) = tool_messages(model_server.bodies[1])
     assert tool["content"].startswith("Error:") and needle in tool["content"]
     assert end_of(events).text == "Perdona, no he podido buscar."
+    # The history sent back holds arguments a chat template can parse: llama-server answers
+    # HTTP 500 to a past call whose arguments are not a JSON object (the CPU chat model's call
+    # cut mid-string ended its turn in an error).
+    for message in model_server.bodies[1]["messages"]:
+        for call in message.get("tool_calls") or []:
+            assert isinstance(json.loads(call["function"]["arguments"]), dict), call
 
 
 def test_search_in_a_loop_stops_at_the_round_limit(
@@ -318,6 +324,24 @@ def test_a_long_conversation_is_fitted_to_the_context(
     assert list(end.messages[:-2]) == history  # stored whole: trimming is what is sent
     if server_says_its_context:  # fitted before asking: no refused request
         assert len(model_server.bodies) == 1
+
+
+def test_calls_that_fill_the_context_end_the_turn_with_a_note(
+    model_server: Any, search_tool: SearchTool
+) -> None:
+    """A model that loops inside its call («… en Zará mañana en Zará …», the CPU chat model) fills
+    the context with this turn's own call and result, where no old turn is left to leave out: the
+    turn ends with what was said and a note, as at the round limit, not with an error (the
+    family's question gets an answer; the web page and the OpenAI endpoint a normal end)."""
+    looping = "Qué tiempo hará mañana en Zará mañana en Zará" + " mañana en Zará" * 200
+    model_server.script = [
+        model_server.call(TOOL_NAME, {"consulta": looping}),
+        model_server.within_context(600, model_server.say("Sí.")),
+    ]
+    end = end_of(run(make(model_server, search_tool), "¿Qué tiempo hará mañana en Zaragoza?"))
+    assert end.stopped == "context_full" and end.tool_rounds == 1
+    assert "ya no cabe en la memoria de trabajo del modelo" in end.text
+    assert [m["role"] for m in end.messages][-3:] == ["assistant", "tool", "assistant"]
 
 
 def test_a_question_too_long_for_the_context_is_named(

@@ -22,7 +22,16 @@ from typing import Any
 import httpx
 from enlace_config.schema.agent import AssistantConfig
 
-from enlace_agent.shared import Secret, Watchdog, as_array, as_object, loads_object, redact
+from enlace_agent.shared import (
+    Secret,
+    Watchdog,
+    as_array,
+    as_object,
+    loads_json,
+    loads_object,
+    redact,
+)
+from enlace_agent.tools.protocol import NOT_JSON
 
 OUT_OF_TIME = "the time budget ran out while the model was answering"
 
@@ -119,13 +128,23 @@ class ToolCall:
             except RecursionError:
                 return cls(call_id, name, "{}", "los argumentos están anidados demasiado.")
         problem = None if name else "la llamada no indica la herramienta (name)."
+        if problem is None and arguments.strip():
+            try:
+                loads_json(arguments)
+            except ValueError:  # a call cut mid-string: never run, nor handed to a client
+                problem = NOT_JSON
         return cls(call_id, name, arguments, problem)
 
     def to_message(self) -> dict[str, Any]:
+        """The call as the history's assistant message holds it. Arguments that are not a JSON
+        object (a call cut mid-string) go as «{}»: a server that renders the history with its
+        chat template parses them, and llama-server answers HTTP 500 to the whole next request
+        otherwise; the call's tool message already tells the model what was wrong."""
+        arguments = self.arguments if loads_object(self.arguments) is not None else "{}"
         return {
             "id": self.id,
             "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
+            "function": {"name": self.name, "arguments": arguments},
         }
 
 

@@ -63,6 +63,10 @@ NOTE_ROUNDS = (
 )
 NOTE_BUDGET = "(Se ha acabado el tiempo para esta pregunta; la respuesta puede estar incompleta.)"
 NOTE_LENGTH = "(La respuesta era demasiado larga y se ha cortado.)"
+NOTE_CONTEXT = (
+    "(Lo que han devuelto las herramientas ya no cabe en la memoria de trabajo del modelo; no he "
+    "podido terminar la respuesta. Prueba a preguntarlo de otra forma.)"
+)
 
 
 def left_out_line(turns: int) -> str:
@@ -120,7 +124,8 @@ class TurnEnd:
     sources: tuple[Source, ...]
     messages: tuple[Message, ...]
     tool_rounds: int
-    stopped: str | None = None  # "max_tool_rounds" | "time_budget" | "max_answer_chars"
+    # "max_tool_rounds" | "time_budget" | "max_answer_chars" | "context_full"
+    stopped: str | None = None
     elapsed_s: float = field(default=0.0)
     memories: tuple[Memory, ...] = ()  # the memories the answer used («Recordé»)
     left_out: int = 0  # the oldest turns of the conversation the model did not see (no room)
@@ -255,9 +260,12 @@ class Assistant:
                 yield from self._end(state, parts, "max_answer_chars")
                 return
             except ContextExceeded as exc:  # fewer old turns, or the named error
-                if parts or not self._shrink(state, exc, sent, offer):
-                    raise
-                continue
+                if not parts and self._shrink(state, exc, sent, offer):
+                    continue
+                if state.rounds:  # this turn's own calls and results fill it: end the turn
+                    yield from self._end(state, parts, "context_full")
+                    return
+                raise
             calls = [*structured, *shown.calls(f"call_{state.rounds}")]
             if not calls:
                 yield from self._end(state, parts, None)
@@ -421,6 +429,7 @@ class Assistant:
             "max_tool_rounds": NOTE_ROUNDS,
             "time_budget": NOTE_BUDGET,
             "max_answer_chars": NOTE_LENGTH,
+            "context_full": NOTE_CONTEXT,
         }
         note = notes.get(stopped or "")
         if note:

@@ -161,6 +161,9 @@ class BadArguments(ValueError):
     """The arguments a model sent do not fit the tool; the message is Spanish, for the model."""
 
 
+NOT_JSON = "los argumentos no son JSON válido."  # the model's arguments do not parse
+
+
 _TYPES_ES = {"integer": "un entero", "number": "un número", "string": "un texto"}
 
 M = TypeVar("M", bound=BaseModel)
@@ -175,7 +178,7 @@ def parse_arguments(model: type[M], arguments: str | Mapping[str, Any]) -> M:
         try:
             arguments = loads_json(arguments or "{}")
         except ValueError:
-            raise BadArguments("los argumentos no son JSON válido.") from None
+            raise BadArguments(NOT_JSON) from None
     if not isinstance(arguments, Mapping):
         raise BadArguments("los argumentos deben ser un objeto JSON.")
     try:
