@@ -27,7 +27,7 @@ __all__ = [
 # (six of the 32 take two UTF-8 bytes), the same in capitals (a name's, a city's first letter) and
 # the digits (a temperature, a price, a day). A copy head learns to copy the bytes its records
 # hold and no others: trained on the 32 lower-case letters alone, the script's base copied them at
-# 99 % and capitals at 2 %, digits at 0.5 %, so its calls wrote «Bucía» for Lucía and «el 1 de
+# 99 % and capitals at 1.5 %, digits at 1 %, so its calls wrote «Bucía» for Lucía and «el 1 de
 # junio» for the 10th (benchmarks/CHAT.md, eleventh session). `train.copy_records_letters` takes
 # the first N: 32 is the lower case alone, as before.
 LOWER_CASE = "abcdefghijklmnñopqrstuvwxyzáéíóú"

@@ -42,12 +42,11 @@ def household_requests(
 
     `searches`: the chance that a draw is a search instead (the household draws that hold no
     request, a question a memory answers, are drawn again: 0.3 gives about 35 % searches), as
-    short: the question, the call
-    whose query is the question's own words, the result, and the answer that is the result's line
-    (the full set's search conversations, without their system prompt and spec). The SFT sees
-    about 200 searches in its 120 steps; the warm-up's short rows show ten times as many, and the
-    search then copies the question's first byte and the answer the result's numbers
-    (benchmarks/CHAT.md, eleventh session)."""
+    short: the question, the call whose query is the question's own words, the result, and the
+    answer that is the result's line (the full set's search conversations without their system
+    prompt and spec). The SFT's 120 steps show an estimated 200 searches; the warm-up's set holds
+    about 1,400, and with them the search copies the question's first byte (benchmarks/CHAT.md,
+    eleventh session)."""
     if not 0 <= searches < 1:
         raise ValueError(f"searches must be a share in [0, 1), got {searches}")
     if split not in ("train", "val"):
