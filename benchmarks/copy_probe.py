@@ -21,7 +21,7 @@ near 100 % for one that does. The books' gap says whether a base copies natural 
 say whether it has the mechanism at all, with nothing else to lean on, and for which bytes: a
 copy head copies the bytes it was trained to copy, and a name starts with a capital, a
 temperature is digits (benchmarks/CHAT.md, eleventh session: a base that copies lower-case
-letters at 99 % copied capitals at 2 %).
+letters at 99 % copied capitals at 1.5 %).
 
 `corpus` writes a copy-heavy bytes corpus for `data.path` (kind: bytes): the built-in books' train
 split where, with probability --share, a short sentence comes back after the next one («A B A»),

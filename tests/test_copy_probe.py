@@ -89,7 +89,7 @@ def test_the_letter_records_tell_a_model_that_copies_from_one_that_cannot() -> N
 
 def test_the_records_tell_a_head_that_copies_every_byte_from_one_that_copies_letters_only() -> None:
     """A copy head copies the bytes it was trained to copy: one that copies the lower case's
-    bytes and guesses the rest (what the script's base did with lower-case records: capitals 2 %)
+    bytes and guesses the rest (what the script's base did with lower-case records: capitals 1.5 %)
     scores high on the letters and low on the capitals and digits, where a name's first letter and
     a temperature are; the hand-made induction head scores high on all three."""
     from enlace_data.copy_records import LOWER_CASE

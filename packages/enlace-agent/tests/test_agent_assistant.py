@@ -150,6 +150,26 @@ def test_bad_calls_go_back_to_the_model_as_errors(
             assert isinstance(json.loads(call["function"]["arguments"]), dict), call
 
 
+def test_a_client_tool_call_cut_mid_string_is_not_handed_to_the_client(
+    model_server: Any, search_tool: SearchTool
+) -> None:
+    """A call of the client's own tool (the OpenAI endpoint) whose arguments do not parse never
+    reaches the client: it goes back to the model as an error, like a call of Enlace's tools."""
+    from enlace_agent.assistant.loop import TurnOptions
+
+    lights = {"type": "function", "function": {"name": "encender_luz", "parameters": {}}}
+    model_server.script = [
+        model_server.call("encender_luz", '{"sala": "cocina'),
+        model_server.say("No he podido encenderla."),
+    ]
+    options = TurnOptions(client_tools=(lights,))
+    events = list(make(model_server, search_tool).turn([], "Enciende la luz", options=options))
+    end = end_of(events)
+    assert end.client_calls == () and end.text == "No he podido encenderla."
+    (tool,) = tool_messages(model_server.bodies[1])
+    assert tool["content"] == "Error: los argumentos no son JSON válido."
+
+
 def test_search_in_a_loop_stops_at_the_round_limit(
     model_server: Any, search_tool: SearchTool, http_server: Any
 ) -> None:

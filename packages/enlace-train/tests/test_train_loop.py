@@ -170,6 +170,9 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
     assert all(set(r) <= set(b"abcd|\n") for r in rows), rows
     # By default the records copy capitals and digits too (a name's first letter, a temperature);
     # 32 is the lower case alone.
+    from enlace_data.copy_records import LETTERS
+
+    assert TrainConfig.model_fields["copy_records_letters"].default == len(LETTERS)  # all of it
     for source in ("letters", "recall"):
         every = TrainConfig(**common, copy_records_source=source)
         drawn = b"".join(
