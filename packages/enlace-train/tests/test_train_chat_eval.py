@@ -260,3 +260,30 @@ def test_the_shopping_list_with_the_wrong_action_is_not_the_right_call() -> None
     not_removals = sum(a != "quitar" for a in actions)
     assert wrong.tool_call is not None
     assert round(wrong.tool_call * right.tool_prompts) == right.tool_prompts - not_removals
+
+
+def test_the_replies_are_decoded_in_bounded_groups_and_come_back_in_order(monkeypatch) -> None:
+    """`enlace-train eval-chat --conversations 400` was killed for memory on a 24 GB machine: every
+    prompt was decoded in one batch (128 conversations already took 12.5 GB for the smoke model's
+    3,072 positions). The replier decodes at most REPLY_BATCH prompts at a time, shortest first so
+    that a group pads little, and answers in the prompts' order."""
+    import enlace_model
+    from enlace_train import chat_eval
+
+    batches: list[list[int]] = []
+
+    def fake_generate(model: Any, prompts: list[list[int]], n: int, **kw: Any) -> list[list[int]]:
+        batches.append([len(p) for p in prompts])
+        return [[len(p), p[0]] for p in prompts]
+
+    monkeypatch.setattr(enlace_model, "generate", fake_generate)
+    prompts = [[i] * (1 + (i * 37) % 300) for i in range(2 * chat_eval.REPLY_BATCH + 5)]
+    cfg = ModelConfig(
+        vocab_size=264, context_length=512, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1,
+        ffn_hidden=64,
+    )  # fmt: skip
+    replies = chat_eval.model_replier(build_model(cfg), TOK)(prompts, 8)
+    assert replies == [[len(p), p[0]] for p in prompts]
+    assert len(batches) == 3 and max(len(b) for b in batches) <= chat_eval.REPLY_BATCH
+    lengths = list(itertools.chain.from_iterable(batches))
+    assert lengths == sorted(lengths)  # shortest first
