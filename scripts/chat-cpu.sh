@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # From nothing to a chat on 2 CPU cores (like nanochat's CPU run): the byte-level smoke model is
 # pretrained with copy records (configs/runs/smoke-cpu-copy.yaml), warmed up on the household's
-# requests and searches alone (configs/runs/warmup-cpu.yaml: short prompts, where it learns to read
-# the request and copy from it and from the result; copy records still in its rows), fine-tuned
+# requests, searches and plain questions alone (configs/runs/warmup-cpu.yaml: short prompts, where
+# it learns to read the request and copy from it and from the result, and that a question without
+# a request calls no tool; copy records still in its rows), fine-tuned
 # on the built-in Spanish conversations (configs/runs/sft-cpu.yaml, which also takes the chat
 # measures on held-out ones) that offer the assistant's own tool specs
 # (`enlace-assistant --tools-json`), and then you talk to it in the terminal. Re-running resumes or
@@ -32,8 +33,10 @@ uv run enlace-train configs/runs/smoke-cpu-copy.yaml "run.out_dir=$runs/smoke-cp
   ${seed[@]+"${seed[@]}"}
 # The conversations offer the model the very tool specs the assistant sends with every question.
 uv run enlace-assistant --tools-json > "$runs/assistant-tools.json"
+# The warm-up's set: requests, a third of the rest short searches, and a fifth plain questions
+# answered without a tool (5,000: the 4,000 requests and searches of before, and ~1,000 of them).
 uv run enlace-data chat builtin "$runs/warmup-data" --tools "$runs/assistant-tools.json" \
-  --household-requests --searches 0.3
+  --household-requests --searches 0.3 --plain 0.2 --builtin-size 5000
 uv run enlace-train configs/runs/warmup-cpu.yaml "train.init_from=$runs/smoke-cpu-copy" \
   "data.path=$runs/warmup-data" "run.out_dir=$runs/warmup-cpu" ${seed[@]+"${seed[@]}"}
 uv run enlace-data chat builtin "$runs/chat-data" --tools "$runs/assistant-tools.json"

@@ -575,6 +575,51 @@ def test_household_requests_with_searches_hold_short_searches_in_the_sources_wor
     assert "--searches must be a share in [0, 1)" in capsys.readouterr().err
 
 
+def test_household_requests_with_plain_questions_hold_questions_answered_without_a_tool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--plain 0.2` (scripts/chat-cpu.sh's warm-up): a fifth of the draws are questions answered
+    without a tool (greetings, general knowledge, sums, the house): a warm-up of calls alone
+    taught the model that every question calls one (spurious calls, benchmarks/CHAT.md twelfth
+    session). Without the option the set is the one of before, conversation for conversation."""
+    from enlace_data.chat.builtin import SEARCH_TOOL
+    from enlace_data.chat.household_requests import household_requests
+    from enlace_data.cli import main
+
+    def spec(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    offered = [SEARCH_TOOL, *map(spec, ("lista_de_la_compra", "recordar", "olvidar"))]
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(offered))
+    ask = ["chat", "builtin", str(tmp_path / "out"), "--builtin-size", "500", "--tools", str(tools)]
+    assert main([*ask, "--household-requests", "--searches", "0.3", "--plain", "0.2"]) == 0
+    convs = [json.loads(x) for x in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
+    assert len(convs) == 500 and all(c["tools"] == [] for c in convs)
+    plain = [c for c in convs if not any(m.get("tool_calls") for m in c["messages"])]
+    assert 0.18 < len(plain) / len(convs) < 0.3, len(plain)
+    for c in plain:
+        normalize_conversation(c, "plain question")
+        roles = [m["role"] for m in c["messages"]]
+        assert roles[0] == "user" and set(roles) == {"user", "assistant"}, roles
+    said = {c["messages"][0]["content"] for c in plain}
+    assert any("capital" in q for q in said) and any(" más " in q or " por " in q for q in said)
+    calls = [c for c in convs if c not in plain]
+    names = {c["messages"][1]["tool_calls"][0]["function"]["name"] for c in calls}
+    assert names == {"buscar_en_internet", "lista_de_la_compra", "recordar", "olvidar"}
+    for split in ("train", "val"):  # 0: the set of before, conversation for conversation
+        before = household_requests(split, 200, tools=offered, searches=0.3)
+        assert household_requests(split, 200, tools=offered, searches=0.3, plain=0.0) == before
+    capsys.readouterr()
+    assert main([*ask, "--plain", "0.2"]) == 2
+    assert "--plain goes with --household-requests" in capsys.readouterr().err
+    for bad in (["--plain", "1"], ["--plain", "-0.1"], ["--plain", "0.6", "--searches", "0.4"]):
+        assert main([*ask, "--household-requests", *bad]) == 2
+        assert "--plain must be a share in [0, 1)" in capsys.readouterr().err, bad
+    with pytest.raises(ValueError, match="plain"):
+        household_requests("train", 10, tools=offered, searches=0.5, plain=0.5)
+
+
 def test_about_half_of_the_orders_come_without_their_final_period() -> None:
     """People type and voice assistants transcribe «Añade leche a la lista de la compra» without
     the period: a model that only saw «…compra.» answered it as a question. Every kind of set

@@ -68,6 +68,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="--household-requests: the chance that a draw is a short search instead (the question, "
         "the call, the result, the answer; scripts/chat-cpu.sh: 0.3, about 35 %% of the set)",
     )
+    p.add_argument(
+        "--plain",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="--household-requests: the chance that a draw is a question answered without a tool "
+        "instead (a greeting, general knowledge, a sum; scripts/chat-cpu.sh: 0.2), drawn before "
+        "--searches' chance; the two together below 1",
+    )
     p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
     p.set_defaults(func=run)
 
@@ -109,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--searches goes with --household-requests (the warm-up's set)")
     if not 0 <= args.searches < 1:
         raise DataError(f"--searches must be a share in [0, 1), got {args.searches}")
+    if args.plain and not args.household_requests:
+        raise DataError("--plain goes with --household-requests (the warm-up's set)")
+    if not 0 <= args.plain < 1 - args.searches:
+        raise DataError(
+            f"--plain must be a share in [0, 1) with plain + searches below 1: got --plain "
+            f"{args.plain} and --searches {args.searches}"
+        )
     if args.source.endswith((".yaml", ".yml")):
         return _run_recipe(args)
     if args.overrides:
@@ -133,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
         sizes = {"train": args.builtin_size, "val": max(1, args.builtin_size // 10)}
         for split, n in sizes.items():
             if args.household_requests and tools is not None:
-                splits[split] = household_requests(split, n, tools=tools, searches=args.searches)
+                splits[split] = household_requests(
+                    split, n, tools=tools, searches=args.searches, plain=args.plain
+                )
             else:
                 splits[split] = builtin_conversations(split, n, tools=tools)
     else:

@@ -1,6 +1,7 @@
-"""The reading warm-up's conversations: the household's requests alone, and with `--searches` short
-searches among them (`enlace-data chat builtin OUT_DIR --tools T --household-requests [--searches
-SHARE]`, scripts/chat-cpu.sh), drawn with the built-in set's own conversation writers so that
+"""The reading warm-up's conversations: the household's requests alone, with `--searches` short
+searches and with `--plain` questions answered without a tool among them (`enlace-data chat
+builtin OUT_DIR --tools T --household-requests [--searches SHARE] [--plain SHARE]`,
+scripts/chat-cpu.sh), drawn with the built-in set's own conversation writers so that
 their words, calls and replies are the full set's."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from enlace_config.contracts import FORGET_TOOL_NAME, REMEMBER_TOOL_NAME, SHOPPI
 from enlace_data.chat.builtin import (
     _as_typed,
     _memory_conversation,
+    _plain,
     _search,
     _search_turns,
     _shopping_conversation,
@@ -30,7 +32,13 @@ REQUESTS_MEMORY_SHARE = 0.75
 
 
 def household_requests(
-    split: str, n: int, *, seed: int = 0, tools: list[dict[str, Any]], searches: float = 0.0
+    split: str,
+    n: int,
+    *,
+    seed: int = 0,
+    tools: list[dict[str, Any]],
+    searches: float = 0.0,
+    plain: float = 0.0,
 ) -> list[dict[str, Any]]:
     """n requests to the household's tools (remember, forget, add to, remove from or read the
     shopping list), each the whole prompt: no system prompt and no tool specs before it, the same
@@ -46,9 +54,18 @@ def household_requests(
     answer that is the result's line (the full set's search conversations without their system
     prompt and spec). The SFT's 120 steps show an estimated 200 searches; the warm-up's set holds
     about 1,400, and with them the search copies the question's first byte (benchmarks/CHAT.md,
-    eleventh session)."""
+    eleventh session).
+
+    `plain`: the chance that a draw is a question answered without a tool instead (a greeting,
+    general knowledge, a sum, the house: the full set's plain conversations, short), drawn before
+    the searches' chance. A warm-up of calls alone taught the model that every question calls a
+    tool: 0.2 took its spurious calls from ~10 % to ~1 % (benchmarks/CHAT.md, twelfth session)."""
     if not 0 <= searches < 1:
         raise ValueError(f"searches must be a share in [0, 1), got {searches}")
+    if not 0 <= plain < 1 - searches:
+        raise ValueError(
+            f"plain must be a share in [0, 1) with plain + searches below 1, got {plain} and {searches}"
+        )
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     offered = check_tools(tools, "tools")
@@ -61,6 +78,9 @@ def household_requests(
     rng = random.Random(f"enlace-chat-requests:{split}:{seed}")
     out: list[dict[str, Any]] = []
     while len(out) < n:
+        if plain and rng.random() < plain:  # 0: no draw, the set of before
+            out.append({"messages": _plain(rng, val), "tools": []})
+            continue
         if searches and rng.random() < searches:  # 0: no draw, the household set of before
             s = _search(rng, val)
             expect = {"query": list(s.entities), "answer": list(s.facts)}
