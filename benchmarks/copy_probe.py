@@ -21,7 +21,11 @@ near 100 % for one that does. The books' gap says whether a base copies natural 
 say whether it has the mechanism at all, with nothing else to lean on, and for which bytes: a
 copy head copies the bytes it was trained to copy, and a name starts with a capital, a
 temperature is digits (benchmarks/CHAT.md, eleventh session: a base that copies lower-case
-letters at 99 % copied capitals at 1.5 %).
+letters at 99 % copied capitals at 1.5 %). And "text": records of 10-20 bytes of the held-out
+books («de la casa|de la casa»), where one byte does not say where a copy stands (the «a» of «la»
+and of «casa»): a head keyed on the current byte alone copies the letters and not these; one
+keyed on several bytes copies both (CHAT.md, twelfth session: 41 % for the script's base, 98.5 %
+for a base with text records, whose books' gap still stayed at zero).
 
 `corpus` writes a copy-heavy bytes corpus for `data.path` (kind: bytes): the built-in books' train
 split where, with probability --share, a short sentence comes back after the next one («A B A»),
@@ -91,12 +95,29 @@ def letter_rows(
     return [copy_record_row(rng, length, letters=letters or LOWER_CASE) for _ in range(n)]
 
 
+def text_rows(n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:
+    """n rows of text records «de la casa|de la casa»: spans of 10-20 bytes of the books' held-out
+    split (`copy_record_row` with text, what `train.copy_records_source: text` trains on), each
+    row from another place of it."""
+    from enlace_data.copy_records import copy_record_row
+    from enlace_data.sample import builtin_split
+
+    val = builtin_split("val")
+    rng = random.Random(f"copy-probe-text-{seed}")
+    rows = []
+    for _ in range(n):
+        start = rng.randrange(len(val) - 4 * length)
+        rows.append(copy_record_row(rng, length, val[start : start + 4 * length]))
+    return rows
+
+
 def record_rows(n: int = 50) -> dict[str, list[Row]]:
-    """The probe's record rows by what they copy: lower-case letters, capitals, digits."""
+    """The probe's record rows by what they copy: lower-case letters, capitals, digits, text."""
     from enlace_data.copy_records import CAPITALS, DIGITS, LOWER_CASE
 
     kinds = {"letters": LOWER_CASE, "capitals": CAPITALS, "digits": DIGITS}
-    return {kind: letter_rows(n, letters=letters) for kind, letters in kinds.items()}
+    rows = {kind: letter_rows(n, letters=letters) for kind, letters in kinds.items()}
+    return {**rows, "text": text_rows(n)}
 
 
 def token_rows(ids: range, n: int = 50, length: int = 128, seed: int = 1) -> list[Row]:

@@ -39,7 +39,11 @@ about 1/position) (benchmarks/CHAT.md, seventh and eighth sessions: the head a b
 records is erased by the chat fine-tuning unless records stay in the warm-up's rows, and even
 then a name's first byte, found only by several bytes of key, is missed); and for recall records
 («ab=qwhf cd=zmu|cd=zmu ab=qwhf», the values' first bytes after the «|»), whether a head matches
-a key of several bytes, what that first byte needs (ninth session).
+a key of several bytes, what that first byte needs (ninth session). Each kind also by the key its
+bytes need (`key_needed`: the fewest tokens before a byte that say where it stood before; «de »
+is followed by «tren» and by «Antequera» in «la estación de tren de Antequera», whose «A» needs
+«en de »): the script's chat models copy every byte whose key is 3 bytes or fewer and miss a
+third of those that need 5 or more, the copy loops of their calls (twelfth session).
 `attention` reads the mechanism: teacher-forced on held-out conversations, the attention mass that
 each layer's heads put, from the position that writes the action, on the request, on the tool
 specs, on the rest of the prompt and on the 16 positions just before it (benchmarks/CHAT.md,
@@ -354,27 +358,69 @@ def copy_attention(probs: list[Tensor], pairs: list[tuple[int, int]]) -> Tensor:
     return torch.stack([p[:, queries, targets].mean(-1) for p in probs])
 
 
+def key_needed(ids: list[int], q: int, longest: int = 64) -> int | None:
+    """The fewest tokens ending at q that say where the token after them, ids[q + 1], stood
+    before: every earlier occurrence of those tokens is followed by it. An induction head keyed
+    on that many tokens copies it; one keyed on fewer may copy what followed another occurrence
+    («de » before «tren» and before «Antequera»). None when it never followed them (not a copy)
+    or no key up to `longest` tells."""
+    target = ids[q + 1]
+    for k in range(1, min(longest, q + 1) + 1):
+        key = ids[q - k + 1 : q + 1]
+        after = {ids[m + 1] for m in range(k - 1, q) if ids[m - k + 1 : m + 1] == key}
+        if target not in after:
+            return None
+        if after == {target}:
+            return k
+    return None
+
+
+KEY_BUCKETS = ("1", "2", "3", "4", "5", "6+")
+
+
+def accuracy_by_key(
+    rows: list[tuple[list[int], list[tuple[int, int]]]], guesses: list[list[int]]
+) -> dict[str, tuple[int, int]]:
+    """(right, count) of the copied bytes of `rows` (`copy_pairs`) by the key each needs
+    (`key_needed`: 1 to 5 tokens, or 6 and more), given each row's predicted next tokens."""
+    tally = dict.fromkeys(KEY_BUCKETS, (0, 0))
+    for (ids, pairs), guessed in zip(rows, guesses, strict=True):
+        for q, _ in pairs:
+            k = key_needed(ids, q)
+            if k is None:
+                continue
+            bucket = KEY_BUCKETS[min(k, len(KEY_BUCKETS)) - 1]
+            right, count = tally[bucket]
+            tally[bucket] = (right + (guessed[q] == ids[q + 1]), count + 1)
+    return tally
+
+
 def copying(
     model: Any, rows: list[tuple[list[int], list[tuple[int, int]]]]
-) -> tuple[float, Tensor, int]:
+) -> tuple[float, Tensor, int, dict[str, tuple[int, int]]]:
     """Teacher-forced on rows of ids with their (predicting, source) pairs (`copy_pairs` of chat
     conversations, `record_pairs`): the share of the copied bytes the model predicts right, each
-    layer's heads' mean attention on the byte's source (`copy_attention`), and the bytes' count."""
+    layer's heads' mean attention on the byte's source (`copy_attention`), the bytes' count, and
+    (right, count) by the key each byte needs (`accuracy_by_key`; bytes that never followed their
+    key, none)."""
     import torch
 
     right, total, weighted = 0, 0, None
+    used, guessed = [], []
     for ids, pairs in rows:
         if not pairs:
             continue
         with recorded_attention() as probs, torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0]
-        guesses = logits.argmax(-1)
-        right += sum(int(guesses[q]) == ids[q + 1] for q, _ in pairs)
+        guesses = logits.argmax(-1).tolist()
+        right += sum(guesses[q] == ids[q + 1] for q, _ in pairs)
         mass = copy_attention(probs, pairs) * len(pairs)
         weighted = mass if weighted is None else weighted + mass
         total += len(pairs)
+        used.append((ids, pairs))
+        guessed.append(guesses)
     assert weighted is not None, "no row has a byte to copy"
-    return right / total, weighted / total, total
+    return right / total, weighted / total, total, accuracy_by_key(used, guessed)
 
 
 def main() -> None:
@@ -451,13 +497,15 @@ def main() -> None:
             if not any(p for _, p in pairs):
                 print(f"{args.run}: {what}: none fits the model's context")
                 continue
-            accuracy, mass, n = copying(model, pairs)
+            accuracy, mass, n, by_key = copying(model, pairs)
             best = divmod(int(mass.argmax()), mass.shape[1])
             print(
                 f"{args.run}: {n} bytes of {what}: {accuracy:.1%} predicted right "
                 f"(teacher-forced); most attention on the byte's source, any head: "
                 f"{mass.max():.3f} (layer, head {best})"
             )
+            keys = "  ".join(f"{k}: {r}/{c}" for k, (r, c) in by_key.items() if c)
+            print(f"  by the key each byte needs (tokens before it that say where it was): {keys}")
         return
     if args.command == "choice":
         convs = household_requests(_held_out(args.data))

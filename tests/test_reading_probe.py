@@ -283,7 +283,8 @@ def test_copying_reads_a_model_teacher_forced() -> None:
     tok = ByteTokenizer()
     convs = _remembers()[:2]
     rows = [reading_probe.copy_pairs(c, tok) for c in convs]
-    accuracy, mass, n = reading_probe.copying(_model(264), rows)
+    accuracy, mass, n, by_key = reading_probe.copying(_model(264), rows)
+    assert sum(total for _, total in by_key.values()) == n
     pairs = [p for _, row_pairs in rows for p in row_pairs]
     assert n == len(pairs) and 0.0 <= accuracy <= 1.0
     expected = sum(1 / (q + 1) for q, _ in pairs) / len(pairs)
@@ -319,3 +320,61 @@ def test_recall_pairs_need_the_whole_key_to_find_a_values_first_byte() -> None:
                 hits[n] += induction(ids, n)[predicting] == ids[predicting + 1]
             total += 1
     assert hits[3] == total and hits[1] < 0.5 * total and hits[2] < 0.8 * total, (hits, total)
+
+
+def test_key_needed_is_the_fewest_bytes_that_say_where_the_copy_was() -> None:
+    """«¿A qué hora abre la estación de tren de Antequera?» copied into its query: after «de » the
+    request goes on with «tren» once and «Antequera» once, so the «A» needs «en de » (6 bytes)
+    and the «t» of «tren» needs «ón de » — where a model keyed on three bytes writes «de tren de
+    tren» (CHAT.md, twelfth session)."""
+    request = "¿A qué hora abre la estación de tren de Antequera?"
+    query = "A qué hora abre la estación de tren de Antequera"
+    ids = list(f"user: {request}\ncall: {query}".encode())
+    call = len(ids) - len(query.encode())
+    at = {w: call + len(query[: query.index(w)].encode()) - 1 for w in ("Antequera", "tren")}
+    assert reading_probe.key_needed(ids, at["Antequera"]) == 6  # «en de »
+    assert reading_probe.key_needed(ids, at["tren"]) == 6  # «ón de » from the «ó»'s second byte
+    assert reading_probe.key_needed(ids, call + len("A qué ".encode()) - 1) == 2  # «é »: «hora»
+    assert reading_probe.key_needed(list(b"abc|abd"), 5) is None  # «ab» was followed by «c»
+
+
+def _keyed(ids: list[int], pairs: list[tuple[int, int]], longest: int) -> list[int]:
+    """An induction head keyed on at most `longest` tokens: at each position (the pairs' predicting
+    ones, the rest -1), what followed the latest earlier occurrence of the longest key that
+    occurred before (else the current token)."""
+    out = [-1] * len(ids)
+    for t, _ in pairs:
+        guess = ids[t]
+        for n in range(min(longest, t), 0, -1):
+            key = ids[t - n + 1 : t + 1]
+            m = next((m for m in range(t - 1, n - 2, -1) if ids[m - n + 1 : m + 1] == key), None)
+            if m is not None:
+                guess = ids[m + 1]
+                break
+        out[t] = guess
+    return out
+
+
+def test_accuracy_by_key_tells_a_head_keyed_on_three_bytes_from_one_keyed_on_more() -> None:
+    """Teacher-forced copies of the built-in questions into their search calls, tallied by the
+    key each byte needs: a head keyed on at most three bytes gets every byte that needs three or
+    fewer and misses most of those that need more; keyed on up to 12, it gets them all."""
+    from enlace_data.chat.builtin import builtin_conversations
+    from enlace_data.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    searches = [
+        c for c in builtin_conversations("val", 400) if (c.get("expect") or {}).get("query")
+    ][:40]
+    rows = [
+        reading_probe.copy_pairs(c, tok, first_bytes=first)
+        for c in searches
+        for first in (False, True)
+    ]
+    three = reading_probe.accuracy_by_key(rows, [_keyed(ids, pairs, 3) for ids, pairs in rows])
+    more = reading_probe.accuracy_by_key(rows, [_keyed(ids, pairs, 12) for ids, pairs in rows])
+    assert list(three) == ["1", "2", "3", "4", "5", "6+"]
+    assert all(three[k][0] == three[k][1] > 0 for k in ("1", "2", "3")), three
+    longer = [three[k] for k in ("4", "5", "6+")]
+    assert sum(r for r, _ in longer) < 0.5 * sum(n for _, n in longer), three
+    assert all(r == n for r, n in more.values()), more
