@@ -59,7 +59,8 @@ def household_requests(
     `plain`: the chance that a draw is a question answered without a tool instead (a greeting,
     general knowledge, a sum, the house: the full set's plain conversations, short), drawn before
     the searches' chance. A warm-up of calls alone taught the model that every question calls a
-    tool: 0.2 took its spurious calls from ~10 % to ~1 % (benchmarks/CHAT.md, twelfth session)."""
+    tool: 0.2 halved its spurious calls (10.5 % to 5.5 %, medians of 3 seeds; benchmarks/CHAT.md,
+    twelfth session)."""
     if not 0 <= searches < 1:
         raise ValueError(f"searches must be a share in [0, 1), got {searches}")
     if not 0 <= plain < 1 - searches:
