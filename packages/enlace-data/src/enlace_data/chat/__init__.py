@@ -5,7 +5,8 @@
   (enlace_data.tokenizer.chat_template);
 - `loader.py`: the exactly resumable loader of packed conversations (data.kind chat);
 - `builtin.py`: the Spanish conversation set built into the package;
-- `household_requests.py`: its household requests alone (and short searches), the reading warm-up's data;
+- `household_requests.py`: its household requests alone (with short searches and plain
+  questions), the reading warm-up's data;
 - `tools.py`: the tool specs a set offers (read from a file, checked);
 - `cmd.py`: `enlace-data chat SOURCE OUT_DIR`.
 

@@ -116,15 +116,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.searches and not args.household_requests:
         raise DataError("--searches goes with --household-requests (the warm-up's set)")
-    if not 0 <= args.searches < 1:
-        raise DataError(f"--searches must be a share in [0, 1), got {args.searches}")
     if args.plain and not args.household_requests:
         raise DataError("--plain goes with --household-requests (the warm-up's set)")
-    if not 0 <= args.plain < 1 - args.searches:
-        raise DataError(
-            f"--plain must be a share in [0, 1) with plain + searches below 1: got --plain "
-            f"{args.plain} and --searches {args.searches}"
-        )
+    if args.household_requests:
+        from enlace_data.chat.household_requests import check_shares
+
+        check_shares(args.searches, args.plain)  # at start-up, before any conversation is drawn
     if args.source.endswith((".yaml", ".yml")):
         return _run_recipe(args)
     if args.overrides:

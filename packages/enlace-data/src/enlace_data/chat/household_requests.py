@@ -22,13 +22,25 @@ from enlace_data.chat.builtin import (
 from enlace_data.chat.tools import check_tools, tool_name
 from enlace_data.errors import DataError
 
-__all__ = ["household_requests"]
+__all__ = ["check_shares", "household_requests"]
 
 
 # Of the household requests, this share remember or forget a fact, the rest use the shopping list
 # (about 46 % remember, 23 % forget, 31 % the list: the mix of the warm-up measured in
 # benchmarks/CHAT.md, whose weakest call is `recordar`).
 REQUESTS_MEMORY_SHARE = 0.75
+
+
+def check_shares(searches: float, plain: float) -> None:
+    """Refuse shares that leave no draw to the household's requests (`household_requests`' and
+    the CLI's check, named by the CLI's options)."""
+    if not 0 <= searches < 1:
+        raise DataError(f"--searches must be a share in [0, 1), got {searches}")
+    if not 0 <= plain < 1 - searches:
+        raise DataError(
+            f"--plain must be a share in [0, 1) with plain + searches below 1: got --plain {plain} "
+            f"and --searches {searches}"
+        )
 
 
 def household_requests(
@@ -61,12 +73,7 @@ def household_requests(
     the searches' chance. A warm-up of calls alone taught the model that every question calls a
     tool: 0.2 halved its spurious calls (10.5 % to 5.5 %, medians of 3 seeds; benchmarks/CHAT.md,
     twelfth session)."""
-    if not 0 <= searches < 1:
-        raise ValueError(f"searches must be a share in [0, 1), got {searches}")
-    if not 0 <= plain < 1 - searches:
-        raise ValueError(
-            f"plain must be a share in [0, 1) with plain + searches below 1, got {plain} and {searches}"
-        )
+    check_shares(searches, plain)
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     offered = check_tools(tools, "tools")
