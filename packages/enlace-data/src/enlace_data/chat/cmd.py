@@ -75,7 +75,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SHARE",
         help="--household-requests: the chance that a draw is a question answered without a tool "
         "instead (a greeting, general knowledge, a sum; scripts/chat-cpu.sh: 0.2), drawn before "
-        "--searches' chance; the two together below 1",
+        "--searches' chance",
     )
     p.add_argument("--strict", action="store_true", help="stop at the first invalid record")
     p.set_defaults(func=run)

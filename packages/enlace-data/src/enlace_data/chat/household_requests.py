@@ -33,14 +33,12 @@ REQUESTS_MEMORY_SHARE = 0.75
 
 def check_shares(searches: float, plain: float) -> None:
     """Refuse shares that leave no draw to the household's requests (`household_requests`' and
-    the CLI's check, named by the CLI's options)."""
-    if not 0 <= searches < 1:
-        raise DataError(f"--searches must be a share in [0, 1), got {searches}")
-    if not 0 <= plain < 1 - searches:
-        raise DataError(
-            f"--plain must be a share in [0, 1) with plain + searches below 1: got --plain {plain} "
-            f"and --searches {searches}"
-        )
+    the CLI's check, named by the CLI's options). Each is a chance drawn in turn (the plain
+    question's first, the search's when it fails), so the requests keep (1 - plain) x (1 -
+    searches) of the draws: each below 1 is enough."""
+    for option, share in (("--searches", searches), ("--plain", plain)):
+        if not 0 <= share < 1:
+            raise DataError(f"{option} must be a share in [0, 1), got {share}")
 
 
 def household_requests(
