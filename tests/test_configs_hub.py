@@ -113,15 +113,41 @@ def test_sft_runs_start_from_their_base_run() -> None:
     for name, base in (
         ("warmup-cpu", "smoke-cpu-copy"),
         ("sft-cpu", "warmup-cpu"),
+        ("warmup-cpu-long", "smoke-cpu-copy-long"),
+        ("sft-cpu-long", "warmup-cpu-long"),
         ("sft-2060", "pretrain-2060"),
         ("sft-5090", "pretrain-5090"),
     ):
         cfg = _run(name).config
         assert cfg.data.kind == "chat" and cfg.train.init_from == f"runs/{base}"
         network = {"context_length"}  # the rest is the base's network, so its weights load
-        base_model = _run("smoke-cpu-copy" if base == "warmup-cpu" else base).config.model
+        first = {"warmup-cpu": "smoke-cpu-copy", "warmup-cpu-long": "smoke-cpu-copy-long"}
+        base_model = _run(first.get(base, base)).config.model
         assert cfg.model.model_dump(exclude=network) == base_model.model_dump(exclude=network)
     assert _run("sft-5090").config.hardware.attention != "flash"  # packed rows need a mask
+
+
+def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> None:
+    """`scripts/chat-cpu.sh --long` runs the *-long.yaml twins of the script's runs: the base and
+    the warm-up with longer recall keys, the fine-tuning with three times the steps, each from
+    the run before it, so what the recipe measures is those changes, not a drifted copy."""
+    long_keys = ["=", " de ", " del ", " en ", " de la "]
+    twins = {
+        "smoke-cpu-copy": {"copy_records_joins": long_keys},
+        "warmup-cpu": {"copy_records_joins": long_keys, "init_from": "runs/smoke-cpu-copy-long"},
+        "sft-cpu": {"max_steps": 360, "decay_steps": 120, "eval_every": 360,
+                    "checkpoint_every": 120, "init_from": "runs/warmup-cpu-long"},
+    }  # fmt: skip
+    for short_name, changed in twins.items():
+        short, long = _run(short_name).config, _run(f"{short_name}-long").config
+        assert {k: getattr(long.train, k) for k in changed} == changed, short_name
+        assert short.train.copy_records_joins == ["="]  # CI's script: the records of before
+        keep = set(changed)
+        assert long.train.model_dump(exclude=keep) == short.train.model_dump(exclude=keep)
+        for section in ("hardware", "model", "data"):
+            assert getattr(long, section) == getattr(short, section), (short_name, section)
+    sft = _run("sft-cpu").config.train
+    assert (sft.max_steps, sft.decay_steps) == (120, 40)  # the long one's 360 is three times it
 
 
 def test_byte_chat_vocabulary_agrees_with_the_tokenizer() -> None:

@@ -652,3 +652,18 @@ def test_the_global_batch_is_kept_at_any_world_size(write_tree: WriteTree) -> No
         "the run at world size 3" in message and "train.global_batch_size: 32 sequences" in message
     )
     assert "world sizes that fit: [1, 2, 4, 8]" in message
+
+
+def test_recall_joins_are_refused_where_they_would_break_the_records(
+    write_tree: WriteTree,
+) -> None:
+    """copy_records_joins: «=» by default (the records of before); a list of joins is taken as
+    written, spaces kept; none at all, an empty join, a long one, or one holding the records'
+    own «|» or «,» fails at start-up naming the key and the file."""
+    assert load(write_tree()).config.train.copy_records_joins == ["="]
+    run = BASE_INCLUDES + "train:\n  copy_records_joins: "
+    joins = {"runs/base.yaml": run + '["=", " de la "]\n'}
+    assert load(write_tree(joins)).config.train.copy_records_joins == ["=", " de la "]
+    for bad in ("[]", '[""]', '["a|b"]', '[", "]', '["=", " muy largo "]'):
+        msg = error_of(write_tree({"runs/base.yaml": run + bad + "\n"}))
+        problem_line(msg, "configs/runs/base.yaml:7", "train.copy_records_joins")

@@ -201,6 +201,16 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
                 assert first == copy, r
             kinds.add(pairs is not None)
     assert kinds == {True, False}  # half and half: both kinds drawn
+    # copy_records_joins reaches the recall records: « de » joins every pair, «, » between them.
+    joined = TrainConfig(**common, copy_records_source="recall", copy_records_joins=[" de "])
+    rows = [bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), joined, 0, "a")[0]]
+    records = [record for r in rows for record in r.split(b"\n")[:-1]]  # whole records only
+    assert records, rows
+    for record in records:
+        first, copy = record.split(b"|")
+        pairs = first.split(b", ")
+        assert len(pairs) >= 3 and all(p[2:6] == b" de " for p in pairs), record
+        assert sorted(copy.split(b", ")) == sorted(pairs), record
 
 
 def test_copy_records_in_chat_rows_are_one_segment_trained_everywhere() -> None:

@@ -69,14 +69,23 @@ MIN_VALUE, MAX_VALUE = 3, 6
 
 
 def recall_record_row(
-    rng: random.Random, length: int, letters: str = LETTERS
+    rng: random.Random, length: int, letters: str = LETTERS, joins: tuple[str, ...] = ("=",)
 ) -> tuple[bytes, list[tuple[int, int]]]:
     """`length` bytes of recall records «ab=qwhf cd=zmu|cd=zmu ab=qwhf\\n»: 3-5 pairs of a
-    two-letter key (lower case) and a value of 3-6 random `letters`, then the same pairs in another order, and the
-    spans [start, end) of the values after the «|» that end inside the row. A value's later bytes
-    follow from the byte before them, as in `copy_record_row`; its first byte only from its key,
-    several bytes back («cd=», where «d=» or «=» alone occur in other pairs): what a name's first
-    letter needs in «Mi hija se llama I…», found by «se llama » in the request."""
+    two-letter key (lower case) and a value of 3-6 random `letters`, then the same pairs in
+    another order, and the spans [start, end) of the values after the «|» that end inside the
+    row. A value's later bytes follow from the byte before them, as in `copy_record_row`; its
+    first byte only from its key, several bytes back («cd=», where «d=» or «=» alone occur in
+    other pairs): what a name's first letter needs in «Mi hija se llama I…», found by «se llama »
+    in the request.
+
+    `joins`: what joins a key to its value, one drawn for each record (none drawn when there is
+    one, so «=» alone gives the rows of before); a join with a space separates the pairs with
+    «, » instead of « », so that a pair still ends where it seems to: «ab de la Qwhf, cd de la
+    zmu|cd de la zmu, ab de la Qwhf», whose first bytes need keys of up to 9 bytes."""
+    if not joins:
+        raise ValueError("joins: at least one join is needed")
+    between = ", " if any(" " in j for j in joins) else " "
     row, spans = bytearray(), []
     while len(row) < length:
         keys = rng.sample([a + b for a in LETTERS[:KEY_LETTERS] for b in LETTERS[:KEY_LETTERS]],
@@ -85,10 +94,11 @@ def recall_record_row(
             (k, "".join(rng.choice(letters) for _ in range(rng.randint(MIN_VALUE, MAX_VALUE))))
             for k in keys
         ]
-        row += " ".join(f"{k}={v}" for k, v in pairs).encode() + SEPARATOR.encode()
+        join = joins[0] if len(joins) == 1 else rng.choice(joins)  # one: no draw, as before
+        row += between.join(f"{k}{join}{v}" for k, v in pairs).encode() + SEPARATOR.encode()
         rng.shuffle(pairs)
         for i, (k, v) in enumerate(pairs):
-            row += f"{' ' if i else ''}{k}=".encode()
+            row += f"{between if i else ''}{k}{join}".encode()
             start = len(row)
             row += v.encode()
             if len(row) <= length:

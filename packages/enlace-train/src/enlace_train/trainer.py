@@ -208,7 +208,9 @@ def mix_copy_records(
         else:
             letters = LETTERS[: tc.copy_records_letters]
             if source == "recall":
-                row, _ = recall_record_row(rng, x.shape[1] + 1, letters)
+                row, _ = recall_record_row(
+                    rng, x.shape[1] + 1, letters, tuple(tc.copy_records_joins)
+                )
             else:
                 own_bytes = bytes(int(i) for i in x[r] if i < 256) if text else None
                 row, _ = copy_record_row(rng, x.shape[1] + 1, own_bytes or None, letters)

@@ -1,7 +1,7 @@
 """The optimisation: AdamW, the WSD schedule, batch sizes, intervals, seeds."""
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -78,6 +78,15 @@ class TrainConfig(StrictModel):
     of natural text stands), recall records (bytes only: «ab=qwhf cd=zmu|cd=zmu ab=qwhf», each
     value's first byte found by its key's several bytes, as a name's first letter by «se llama »),
     or letters+recall (each record row one or the other, half and half)."""
+    copy_records_joins: list[Annotated[str, Field(pattern=r"^[^|,\n]{1,8}$")]] = Field(
+        default_factory=lambda: ["="], min_length=1
+    )
+    """Recall records: what joins a key to its value, one drawn for each record (1-8 characters
+    without «|», «,» or a line break, which the records' own format uses). «=» alone (the
+    default, the records of before, row for row) lets a value's first byte be found by 3 bytes
+    («cd=»); joins such as « de » or « de la » make it 4-9 («cd de la »), the key a query needs
+    after «estación de tren de » to tell «tren» from «Jaén» (benchmarks/CHAT.md, fourteenth
+    session: the longer CPU recipe's base and warm-up)."""
     log_every: PositiveInt = 10
     """Steps between log lines / metrics rows."""
     eval_every: PositiveInt = 100

@@ -1,0 +1,59 @@
+"""scripts/chat-cpu.sh's wiring, against a fake uv that records each command: the 10-minute
+recipe (CI's chat stage runs it for real) and `--long`, the longer recipe, whose three runs must
+be the *-long.yaml twins, each started from the run before it (CI never runs it: it takes ~20
+minutes; benchmarks/CHAT.md measures it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+FAKE_UV = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >> "$CALLS"
+for a in "$@"; do
+  case "$a" in
+    run.out_dir=*) d=${a#run.out_dir=}; mkdir -p "$d"; echo "step 1 | chat: fake" > "$d/train.log" ;;
+    --tools-json) echo "[]" ;;
+  esac
+done
+"""
+
+
+def _trainings(tmp_path: Path, *options: str) -> list[list[str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uv").write_text(FAKE_UV)
+    (bin_dir / "uv").chmod(0o755)
+    calls, runs = tmp_path / "calls.txt", tmp_path / "runs"
+    runs.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls)}
+    script = REPO / "scripts" / "chat-cpu.sh"
+    command = ["bash", str(script), "--runs", str(runs), "--seed", "7", *options, "--no-chat"]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "chat: fake" in proc.stdout  # the last run's chat line
+    lines = [line.split() for line in calls.read_text().splitlines()]
+    return [line[2:] for line in lines if line[:2] == ["run", "enlace-train"]]
+
+
+def _named(args: list[str], key: str) -> str:
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"{key}="))
+
+
+def test_the_script_trains_base_warm_up_and_chat_each_from_the_one_before(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for options, suffix in (((), ""), (("--long",), "-long")):
+        for kept in (tmp_path / "bin", tmp_path / "calls.txt", runs):
+            subprocess.run(["rm", "-rf", str(kept)], check=True)
+        trainings = _trainings(tmp_path, *options)
+        names = [f"smoke-cpu-copy{suffix}", f"warmup-cpu{suffix}", f"sft-cpu{suffix}"]
+        assert [t[0] for t in trainings] == [f"configs/runs/{n}.yaml" for n in names]
+        assert all((REPO / t[0]).is_file() for t in trainings)
+        assert [_named(t, "run.out_dir") for t in trainings] == [str(runs / n) for n in names]
+        assert [_named(t, "train.init_from") for t in trainings[1:]] == [
+            str(runs / n) for n in names[:2]
+        ]
+        assert all(_named(t, "train.seed") == "7" for t in trainings)
