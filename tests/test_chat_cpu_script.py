@@ -1,6 +1,6 @@
 """scripts/chat-cpu.sh's wiring, against a fake uv that records each command: the 10-minute
 recipe (CI's chat stage runs it for real) and `--long`, the longer recipe, whose three runs must
-be the *-long.yaml twins, each started from the run before it (CI never runs it: it takes ~20
+be the *-long.yaml twins, each started from the run before it (CI never runs it: it takes ~15
 minutes; benchmarks/CHAT.md measures it)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ done
 
 def _trainings(tmp_path: Path, *options: str) -> list[list[str]]:
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     (bin_dir / "uv").write_text(FAKE_UV)
     (bin_dir / "uv").chmod(0o755)
     calls, runs = tmp_path / "calls.txt", tmp_path / "runs"
@@ -44,11 +44,10 @@ def _named(args: list[str], key: str) -> str:
 
 
 def test_the_script_trains_base_warm_up_and_chat_each_from_the_one_before(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
     for options, suffix in (((), ""), (("--long",), "-long")):
-        for kept in (tmp_path / "bin", tmp_path / "calls.txt", runs):
-            subprocess.run(["rm", "-rf", str(kept)], check=True)
-        trainings = _trainings(tmp_path, *options)
+        recipe = tmp_path / (suffix or "short")
+        runs = recipe / "runs"
+        trainings = _trainings(recipe, *options)
         names = [f"smoke-cpu-copy{suffix}", f"warmup-cpu{suffix}", f"sft-cpu{suffix}"]
         assert [t[0] for t in trainings] == [f"configs/runs/{n}.yaml" for n in names]
         assert all((REPO / t[0]).is_file() for t in trainings)
