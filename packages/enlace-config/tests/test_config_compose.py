@@ -536,6 +536,15 @@ def test_copy_records_go_into_byte_token_and_chat_rows(write_tree: WriteTree) ->
     problem_line(msg, "train.copy_records_letters:", "74")
 
 
+def test_copy_records_beside_the_rows_need_a_share(write_tree: WriteTree) -> None:
+    """train.copy_records_beside adds the records' rows to the data's: without a share there is
+    nothing to add, and the config fails at start-up naming both keys; with one it loads."""
+    msg = error_of(write_tree(), overrides=["train.copy_records_beside=true"])
+    problem_line(msg, "train.copy_records_beside:", "copy_records_share is 0")
+    beside = ["train.copy_records_beside=true", "train.copy_records_share=0.5"]
+    assert load(write_tree(), overrides=beside).config.train.copy_records_beside
+
+
 def test_recall_records_are_refused_for_token_rows(write_tree: WriteTree) -> None:
     """Recall records are bytes: with token shards or chat on a tokenizer the config fails at
     start-up, naming the key and the data it does not fit; bytes and byte chat take them."""

@@ -4,6 +4,7 @@ init_from, and metrics.jsonl being cut back on resume."""
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -151,6 +152,52 @@ def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
         b"|" in bytes(r.astype(np.uint8)) for r in mix_copy_records((x, y), constant, 99, "a")[0]
     ]
     assert 16 < sum(late) < 48  # copy_records_steps 0: the share does not fall
+
+
+def test_copy_records_beside_keep_every_row_and_add_the_share_of_record_rows() -> None:
+    """train.copy_records_beside: the micro-batch's rows all come back unchanged, followed by
+    round(share x rows) record rows (8 of 16 at share 0.5, 4 at a quarter, none after the steps),
+    each row's targets its inputs shifted by one and trained everywhere, one segment each; the
+    same draw gives the same rows (exact resume), and they are the rows replacing would write."""
+    import numpy as np
+    from enlace_config.schema import TrainConfig
+    from enlace_train.trainer import mix_copy_records, record_ids
+
+    tc = TrainConfig(max_steps=100, global_batch_size=16, lr=1e-3, copy_records_share=0.5,
+                     copy_records_steps=100, copy_records_source="letters+recall",
+                     copy_records_beside=True)  # fmt: skip
+    text = np.frombuffer(b"En un lugar de la Mancha, " * 400, dtype=np.uint8).astype(np.int64)
+    x = np.stack([text[i : i + 128] for i in range(16)])
+    y = np.stack([text[i + 1 : i + 129] for i in range(16)])
+    y[:, :10] = -1
+    segments = np.ones_like(x)
+    for step, added in ((0, 8), (50, 4), (100, 0)):
+        mx, my, ms = mix_copy_records((x, y, segments), tc, step, "a")
+        assert mx.shape == (16 + added, 128) and my.shape == mx.shape and ms.shape == mx.shape
+        assert (mx[:16] == x).all() and (my[:16] == y).all() and (ms[:16] == segments).all()
+        new = mx[16:]
+        assert all(b"|" in bytes(r.astype(np.uint8)) for r in new)
+        assert (new[:, 1:] == my[16:, :-1]).all() and (my[16:] >= 0).all() and (ms[16:] == 0).all()
+    again = mix_copy_records((x, y), tc, 0, "a")[0]
+    assert (again == mix_copy_records((x, y), tc, 0, "a")[0]).all()
+    assert not (again == mix_copy_records((x, y), tc, 0, "b")[0]).all()
+    rng = random.Random("copy-records-a")  # the same generator, row for row, as replacing uses
+    assert all((again[16 + i] == record_ids(rng, tc, x[i], None)[:-1]).all() for i in range(8))
+
+
+def test_a_run_with_records_beside_trains_on_more_rows_than_its_batch(write_run, h) -> None:
+    """The trainer takes the longer micro-batches of copy_records_beside (a record row beside each
+    two of the data's): the run finishes with other losses than without records, and a second
+    run with the same config gives the same ones (the draws are the step's, as a resume needs)."""
+    steps = {"max_steps": 3, "warmup_steps": 0, "decay_steps": 0, "global_batch_size": 8}
+    beside = {**steps, "copy_records_share": 0.5, "copy_records_beside": True}
+    runs = [
+        train(h.load(write_run(name, train=config)))
+        for name, config in (("plain", steps), ("beside", beside), ("again", beside))
+    ]
+    plain, first, again = ([r["loss"] for r in h.metrics_rows(run.run_dir) if "loss" in r]
+                           for run in runs)  # fmt: skip
+    assert len(first) == 3 and first == again and first != plain
 
 
 def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None:

@@ -179,46 +179,64 @@ def mix_copy_records(
     draw: str,
     token_ids: range | None = None,
 ) -> Sequence[np.ndarray[Any, Any]]:
-    """A micro-batch (inputs, targets[, segments]) of bytes or token ids with some rows replaced by
-    copy records (enlace_data/copy_records.py): each row with probability train.copy_records_share,
-    falling linearly to zero at train.copy_records_steps (0: not falling). `draw` names the
-    micro-batch (seed, step, micro-step, rank), so a resumed run draws the same rows. `token_ids`:
-    the tokenizer's ordinary ids, for token rows (shards, or chat on a tokenizer): their records
-    are ids (`copy_record_ids`). Chat rows (with segments) become one segment, every position
-    trained; a text record copies the row's own bytes or ordinary ids, its chat tokens left out (a
-    row of chat tokens alone gets random records). Recall records (`recall_record_row`) are bytes
-    only (the config refuses them for token rows); letters+recall draws one kind per row."""
+    """A micro-batch (inputs, targets[, segments]) of bytes or token ids with copy records
+    (enlace_data/copy_records.py): each row replaced by one with probability
+    train.copy_records_share, falling linearly to zero at train.copy_records_steps (0: not
+    falling); with train.copy_records_beside, the rows all kept and that share of the row count
+    (rounded) added as record rows after them. `draw` names the micro-batch (seed, step,
+    micro-step, rank), so a resumed run draws the same rows. `token_ids`: the tokenizer's ordinary
+    ids, for token rows (shards, or chat on a tokenizer): their records are ids
+    (`copy_record_ids`). Chat rows (with segments) become one segment, every position trained; a
+    text record copies the row's own bytes or ordinary ids (an added one, those of the row it
+    follows), its chat tokens left out (a row of chat tokens alone gets random records). Recall
+    records (`recall_record_row`) are bytes only (the config refuses them for token rows);
+    letters+recall draws one kind per row."""
     steps = tc.copy_records_steps
     share = tc.copy_records_share * (max(0.0, 1.0 - step / steps) if steps else 1.0)
     if share <= 0:
         return batch
     x, y, *rest = (a.copy() for a in batch)
     rng = random.Random(f"copy-records-{draw}")
+    if tc.copy_records_beside:
+        added = [record_ids(rng, tc, x[r % x.shape[0]], token_ids)
+                 for r in range(round(share * x.shape[0]))]  # fmt: skip
+        if not added:
+            return batch
+        ids = np.stack(added)
+        x, y = np.concatenate([x, ids[:, :-1]]), np.concatenate([y, ids[:, 1:]])
+        rest = [np.concatenate([s, np.zeros((len(added), s.shape[1]), s.dtype)]) for s in rest]
+        return x, y, *rest
     for r in range(x.shape[0]):
         if rng.random() >= share:
             continue
-        source = tc.copy_records_source
-        if source == "letters+recall":
-            source = "recall" if rng.random() < 0.5 else "letters"
-        text = source == "text"
-        if token_ids is not None:
-            own = [i for i in x[r].tolist() if i >= token_ids.start] if text else None
-            record, _ = copy_record_ids(rng, x.shape[1] + 1, token_ids, own or None)
-            ids = np.asarray(record, dtype=x.dtype)
-        else:
-            letters = LETTERS[: tc.copy_records_letters]
-            if source == "recall":
-                row, _ = recall_record_row(
-                    rng, x.shape[1] + 1, letters, tuple(tc.copy_records_joins)
-                )
-            else:
-                own_bytes = bytes(int(i) for i in x[r] if i < 256) if text else None
-                row, _ = copy_record_row(rng, x.shape[1] + 1, own_bytes or None, letters)
-            ids = np.frombuffer(row, dtype=np.uint8)
+        ids = record_ids(rng, tc, x[r], token_ids)
         x[r], y[r] = ids[:-1], ids[1:]
         for segments in rest:
             segments[r] = 0  # one segment: the records attend across the whole row
     return x, y, *rest
+
+
+def record_ids(
+    rng: random.Random, tc: TrainConfig, row: np.ndarray[Any, Any], token_ids: range | None
+) -> np.ndarray[Any, Any]:
+    """One row of copy records, len(row) + 1 ids (inputs and targets), of the kind
+    train.copy_records_source names; a text record copies `row`'s own bytes or ordinary ids."""
+    source = tc.copy_records_source
+    if source == "letters+recall":
+        source = "recall" if rng.random() < 0.5 else "letters"
+    text = source == "text"
+    length = row.shape[0] + 1
+    if token_ids is not None:
+        own = [i for i in row.tolist() if i >= token_ids.start] if text else None
+        record, _ = copy_record_ids(rng, length, token_ids, own or None)
+        return np.asarray(record, dtype=row.dtype)
+    letters = LETTERS[: tc.copy_records_letters]
+    if source == "recall":
+        ids, _ = recall_record_row(rng, length, letters, tuple(tc.copy_records_joins))
+    else:
+        own_bytes = bytes(int(i) for i in row if i < 256) if text else None
+        ids, _ = copy_record_row(rng, length, own_bytes or None, letters)
+    return np.frombuffer(ids, dtype=np.uint8).astype(row.dtype)
 
 
 @functools.cache
