@@ -195,17 +195,17 @@ def mix_copy_records(
     share = tc.copy_records_share * (max(0.0, 1.0 - step / steps) if steps else 1.0)
     if share <= 0:
         return batch
-    x, y, *rest = (a.copy() for a in batch)
     rng = random.Random(f"copy-records-{draw}")
-    if tc.copy_records_beside:
-        added = [record_ids(rng, tc, x[r % x.shape[0]], token_ids)
-                 for r in range(round(share * x.shape[0]))]  # fmt: skip
+    if tc.copy_records_beside:  # the data's rows untouched, record rows concatenated after them
+        x, y, *rest = batch
+        added = [record_ids(rng, tc, x[r], token_ids) for r in range(round(share * x.shape[0]))]
         if not added:
             return batch
         ids = np.stack(added)
         x, y = np.concatenate([x, ids[:, :-1]]), np.concatenate([y, ids[:, 1:]])
         rest = [np.concatenate([s, np.zeros((len(added), s.shape[1]), s.dtype)]) for s in rest]
         return x, y, *rest
+    x, y, *rest = (a.copy() for a in batch)
     for r in range(x.shape[0]):
         if rng.random() >= share:
             continue
