@@ -128,12 +128,14 @@ def test_sft_runs_start_from_their_base_run() -> None:
 
 
 def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> None:
-    """`scripts/chat-cpu.sh --long` runs the *-long.yaml twins of the script's runs: the base and
-    the warm-up with longer recall keys, the fine-tuning with three times the steps, each from
-    the run before it, so what the recipe measures is those changes, not a drifted copy."""
+    """`scripts/chat-cpu.sh --long` runs the *-long.yaml twins of the script's runs: the base with
+    its records beside the book rows, the warm-up with longer recall keys, the fine-tuning with
+    three times the steps, each from the run before it, so what the recipe measures is those
+    changes, not a drifted copy."""
     long_keys = ["=", " de ", " del ", " en ", " de la "]
     twins = {
-        "smoke-cpu-copy": {"copy_records_joins": long_keys},
+        "smoke-cpu-copy": {"copy_records_beside": True, "copy_records_share": 0.75,
+                           "copy_records_steps": 438},
         "warmup-cpu": {"copy_records_joins": long_keys, "init_from": "runs/smoke-cpu-copy-long"},
         "sft-cpu": {"max_steps": 360, "decay_steps": 120, "eval_every": 360,
                     "checkpoint_every": 120, "init_from": "runs/warmup-cpu-long"},
@@ -141,7 +143,8 @@ def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> 
     for short_name, changed in twins.items():
         short, long = _run(short_name).config, _run(f"{short_name}-long").config
         assert {k: getattr(long.train, k) for k in changed} == changed, short_name
-        assert short.train.copy_records_joins == ["="]  # CI's script: the records of before
+        # CI's script: the records of before, in place of rows
+        assert short.train.copy_records_joins == ["="] and not short.train.copy_records_beside
         keep = set(changed)
         assert long.train.model_dump(exclude=keep) == short.train.model_dump(exclude=keep)
         for section in ("hardware", "model", "data"):

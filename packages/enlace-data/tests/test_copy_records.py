@@ -7,7 +7,7 @@ import re
 
 from enlace_data.copy_records import LETTERS, recall_record_row
 
-# The longer CPU recipe's joins (configs/runs/smoke-cpu-copy-long.yaml, warmup-cpu-long.yaml).
+# The longer CPU recipe's joins (configs/runs/warmup-cpu-long.yaml).
 LONG = ("=", " de ", " del ", " en ", " de la ")
 PAIR = re.compile(rb"([a-f]{2})(=| de la | del | de | en )([^ ,|\n]+)")
 
