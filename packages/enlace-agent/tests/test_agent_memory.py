@@ -70,7 +70,7 @@ def test_a_schema_4_file_written_before_memory_upgrades_without_losing_a_row(
     store = Store(path, lambda _path, found: seen.append(found))
     assert seen == [4]  # the snapshot hook ran before the migration
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     conversations = "id, person, title, created, updated, history"  # later migrations add more
     assert table_rows(path, "conversations", conversations) == old["conversations"]
     assert table_rows(path, "sessions", "*") == old["sessions"]

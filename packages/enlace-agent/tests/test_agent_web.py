@@ -240,6 +240,10 @@ def test_a_long_conversation_says_what_was_left_out_and_names_a_context_error(
     assert end["type"] == "end" and end["text"] == "Sí." and end["left_out"] == 1
     assert "no he tenido en cuenta la primera pregunta" in end["left_out_notice"]
     assert len(Store(tmp_path / "web.sqlite3").history("Ana", cid)) == 4  # whole, for later
+    # Kept with the answer: a page that opens the conversation later (a reload, or an answer
+    # that ended before the page followed it) shows the same line under it.
+    shown = ana.get(f"/api/conversations/{cid}").json()["messages"]
+    assert [m.get("left_out_notice") for m in shown] == [None, None, None, end["left_out_notice"]]
     model_server.script = [model_server.within_context(n_ctx, model_server.say("No."))]
     ana.post(f"/api/conversations/{cid}/messages", json={"text": "otra " * 700})
     error = events(ana, cid)[-1]

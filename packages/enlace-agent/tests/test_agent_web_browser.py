@@ -586,7 +586,9 @@ def test_a_long_conversation_says_under_the_answer_what_was_left_out(
     tab: Any, web_page: Callable[..., Any], model_server: Any
 ) -> None:
     """A model whose context (its /v1/models says n_ctx) holds only the prompt and a question:
-    the second answer of the conversation says, under it, that the first turn was left out."""
+    the second answer of the conversation says, under it, that the first turn was left out; and
+    still does when the conversation is opened again (a reload, or an answer that ended before
+    the page followed it, which shows it from the history)."""
     model_server.server.reply_json(
         "/v1/models", 200, {"data": [{"id": "enlace-chat", "meta": {"n_ctx": 256}}]}
     )
@@ -602,6 +604,12 @@ def test_a_long_conversation_says_under_the_answer_what_was_left_out(
     notice = second.get_by_text("no he tenido en cuenta la primera pregunta")
     notice.wait_for()
     assert notice.is_visible() and tab.locator(".msg.assistant").count() == 2
+    tab.reload()
+    second = tab.locator(".msg.assistant").last
+    second.locator(".text", has_text="Sí.").wait_for()
+    second.get_by_text("no he tenido en cuenta la primera pregunta").wait_for()
+    first = tab.locator(".msg.assistant").first
+    assert "no he tenido en cuenta" not in first.inner_text()
 
 
 def test_two_people_add_tick_and_clear_the_shopping_list_on_the_page(

@@ -265,7 +265,7 @@ class Store:
             if head is None:
                 return None
             rows = db.execute(  # an answer being written is followed live, not read from here
-                "SELECT role, content, sources, created, model, memories FROM messages "
+                "SELECT role, content, sources, created, model, memories, left_out FROM messages "
                 "WHERE conversation_id = ? AND role != ? ORDER BY id",
                 (conversation_id, WRITING),
             ).fetchall()
@@ -324,17 +324,19 @@ class Store:
         history: Sequence[Mapping[str, Any]] | None = None,
         model: str | None = None,
         memories: Sequence[Mapping[str, Any]] = (),
+        left_out: int = 0,
     ) -> bool:
         """The answer in `row` as the page shows it from now on (`assistant` or `error`);
         `history`, when given, replaces what the model will see next turn; `model`, the model
-        that wrote it; `memories`, the memories it used («Recordé»). False (and nothing changes)
-        when it was no longer being written: marked as interrupted on the way out."""
+        that wrote it; `memories`, the memories it used («Recordé»); `left_out`, the oldest turns
+        the model did not see. False (and nothing changes) when it was no longer being written:
+        marked as interrupted on the way out."""
         now = time.time()
         saved = None if history is None else json.dumps(list(history), ensure_ascii=False)
         with self._db() as db:
             done = db.execute(
                 "UPDATE messages SET role = ?, content = ?, sources = ?, created = ?, model = ?, "
-                "memories = ? WHERE id = ? AND role = ? AND conversation_id IN "
+                "memories = ?, left_out = ? WHERE id = ? AND role = ? AND conversation_id IN "
                 "(SELECT id FROM conversations WHERE id = ? AND person = ?)",
                 (
                     role,
@@ -343,6 +345,7 @@ class Store:
                     now,
                     model,
                     _json(memories),
+                    left_out,
                     row,
                     WRITING,
                     conversation_id,

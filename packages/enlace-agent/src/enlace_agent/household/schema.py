@@ -126,6 +126,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE conversations ADD COLUMN digest TEXT;
     CREATE INDEX conversations_by_digest ON conversations(person, digest);
     """,
+    # 9: how many of the conversation's oldest turns the model did not see for each answer (no
+    # room in its context), so the answer says so under it however the page opens it later.
+    """
+    ALTER TABLE messages ADD COLUMN left_out INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Never archived nor restored (a restore keeps the live rows): sign-ins (hashes of cookies) and

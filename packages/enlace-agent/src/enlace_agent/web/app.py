@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from enlace_agent.assistant import Assistant
+from enlace_agent.assistant.loop import left_out_line
 from enlace_agent.household.database import Store
 from enlace_agent.household.paths import HouseholdPaths
 from enlace_agent.web.core import COOKIE, HttpError, WebApp
@@ -163,6 +164,10 @@ async def show_conversation(web: WebApp, request: Request) -> Response:
     if found is None:
         raise HttpError(404, "Esa conversación no existe.")
     found["answering"] = web.live.get(found["id"]) is not None
+    for message in found["messages"]:  # the line the answer's `end` event had under it
+        message["left_out_notice"] = (
+            left_out_line(message["left_out"]) if message["left_out"] else None
+        )
     return JSONResponse(found)
 
 

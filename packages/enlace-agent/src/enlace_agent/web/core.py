@@ -228,7 +228,13 @@ class WebApp:
                     answer = ("assistant", event.text, sources, event.messages)
                     used = [m.brief() for m in event.memories]
                     self.store.finish_answer(
-                        person, conversation_id, row, *answer, model=model, memories=used
+                        person,
+                        conversation_id,
+                        row,
+                        *answer,
+                        model=model,
+                        memories=used,
+                        left_out=event.left_out,
                     )
                     if spec.after is not None:
                         spec.after(conversation_id, event)

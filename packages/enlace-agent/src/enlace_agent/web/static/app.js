@@ -229,7 +229,10 @@ async function openConversation(id) {
   state.current = data.id;
   history.replaceState(null, "", "#" + encodeURIComponent(data.id));
   $("messages").replaceChildren();
-  for (const m of data.messages) addMessage(m.role, m.content, m.sources, m.model, m.memories);
+  for (const m of data.messages) {
+    const item = addMessage(m.role, m.content, m.sources, m.model, m.memories);
+    if (m.left_out_notice) item.append(leftOutNote(m.left_out_notice));
+  }
   showNewest(true);
   setStatus("");
   setBusy(false);
@@ -471,6 +474,11 @@ function proposalBox(p) {
   return box;
 }
 
+// The oldest turns the model did not see for this answer (no room in its context), under it.
+function leftOutNote(notice) {
+  return el("div", notice, "searching");
+}
+
 // Which model wrote an answer, in small text under it (text only, like everything else).
 function modelNote(model) {
   return el("div", "Respuesta de " + model, "model");
@@ -517,7 +525,7 @@ function follow(id) {
       if (event.sources.length) answer.append(sourceList(event.sources));
       if (event.memories && event.memories.length) answer.append(rememberedNote(event.memories));
       if (event.model) answer.append(modelNote(event.model));
-      if (event.left_out_notice) answer.append(el("div", event.left_out_notice, "searching"));
+      if (event.left_out_notice) answer.append(leftOutNote(event.left_out_notice));
       showNewest();
       finish("");
     } else if (event.type === "error") {
