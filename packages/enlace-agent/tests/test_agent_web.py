@@ -3,6 +3,7 @@ streamed as server-sent events, histories per person, sign-in, CSRF, bounds, the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from enlace_agent.household.schema import MIGRATIONS
 from enlace_agent.web import SCHEMA_VERSION, Store, StoreError, WebSetupError, resolve_tokens
 from enlace_agent.web.core import MODEL_CONTEXT, MODEL_DOWN
+from enlace_agent.web.live import LiveTurn, LiveTurns
 
 WIKI = "https://es.wikipedia.org/wiki/Tortilla_de_patatas"
 XSS = "<img src=x onerror=alert(1)>"
@@ -219,6 +221,87 @@ def test_model_down_is_a_clear_spanish_message_kept_in_the_history(
         ("user", "¿Hay alguien?"),
         ("error", MODEL_DOWN),
     ]
+
+
+def finished(client: httpx.Client, cid: str) -> None:
+    """Waits, without following it, until the conversation's answer has ended."""
+    deadline = time.monotonic() + 10
+    while client.get(f"/api/conversations/{cid}").json()["answering"]:
+        assert time.monotonic() < deadline, "the answer did not end"
+        time.sleep(0.02)
+
+
+def test_an_answer_that_ended_before_the_page_followed_it_is_replayed_once(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """A fast model and a busy browser: the answer ends before the page opens its event stream.
+    The page still gets its events, those the history does not keep (what the model proposed to
+    remember, asked of the person) included; once: the next follow is `idle`. A newer question
+    and a deleted conversation leave nothing to replay."""
+    invented = "Ana cumple años el 3 de mayo"
+    model_server.script = [
+        model_server.call("recordar", {"texto": invented}),
+        model_server.say("Hecho."),
+    ]
+    page = web_page()
+    ana = page.login("Ana")
+    cid = ask(ana, "Hola")
+    finished(ana, cid)
+    got = events(ana, cid)
+    assert got[-1]["type"] == "end" and got[-1]["text"] == "Hecho."
+    proposals = [e["proposal"] for e in got if e["type"] == "tool_result"]
+    assert [p["text"] for p in proposals] == [invented]
+    assert events(ana, cid) == [{"type": "idle"}]
+
+    model_server.script = [model_server.say("Uno."), model_server.say("Dos.")]
+    ask(ana, "Otra", cid)
+    finished(ana, cid)
+    ask(ana, "Y otra", cid)
+    finished(ana, cid)
+    assert [e["text"] for e in events(ana, cid) if e["type"] == "end"] == ["Dos."]
+    model_server.script = [model_server.say("Cuatro.", delay=0.3), model_server.say("Cinco.")]
+    ask(ana, "Sin seguir", cid)
+    finished(ana, cid)
+    ask(ana, "Siguiendo", cid)
+    assert events(ana, cid)[-1]["text"] == "Cinco."  # followed as it was written
+    assert events(ana, cid) == [{"type": "idle"}]  # not the older, unread one
+    model_server.script = [model_server.say("Seis.")]
+    ask(ana, "La última", cid)
+    finished(ana, cid)
+    assert ana.request("DELETE", f"/api/conversations/{cid}", json={}).status_code == 200
+    assert ana.get(f"/api/conversations/{cid}/events").status_code == 404
+
+
+def test_a_deleted_conversation_leaves_no_unread_answer_in_memory(tmp_path: Path) -> None:
+    """Erased means erased: an unread answer of a deleted conversation is not kept for replay."""
+    store = Store(tmp_path / "web.sqlite3")
+
+    async def unread_after(forget: bool) -> LiveTurn | None:
+        turns = LiveTurns(store, 1.0, 60.0)
+        cid, row = store.start_answer("Ana", None, "Hola")
+        live = turns.reserve("Ana", None)
+        turns.start(live, cid, row, lambda: iter([{"type": "end", "text": "Hecho."}]))
+        while turns.get(cid) is not None or not live.done:
+            await asyncio.sleep(0.01)
+        if forget:
+            turns.forget(cid)
+        return turns.followable(cid)
+
+    assert asyncio.run(unread_after(forget=False)) is not None
+    assert asyncio.run(unread_after(forget=True)) is None
+
+
+def test_an_unfollowed_answer_is_replayed_only_while_a_page_would_still_wait_for_it(
+    web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """After `stall_timeout_s` the page that asked has given up waiting: the history has it."""
+    model_server.script = [model_server.say("Hecho.")]
+    page = web_page(stall_timeout_s=0.5, keepalive_s=0.2)
+    ana = page.login("Ana")
+    cid = ask(ana, "Hola")
+    finished(ana, cid)
+    time.sleep(0.7)
+    assert events(ana, cid) == [{"type": "idle"}]
 
 
 def test_a_long_conversation_says_what_was_left_out_and_names_a_context_error(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -610,6 +611,37 @@ def test_a_long_conversation_says_under_the_answer_what_was_left_out(
     second.get_by_text("no he tenido en cuenta la primera pregunta").wait_for()
     first = tab.locator(".msg.assistant").first
     assert "no he tenido en cuenta" not in first.inner_text()
+
+
+def test_an_answer_that_ended_before_the_page_followed_it_shows_all_it_said(
+    tab: Any, web_page: Callable[..., Any], model_server: Any
+) -> None:
+    """A busy browser opens the answer's event stream after the answer has ended (the project's
+    CI saw it): the page still shows what the answer asks («¿Lo recuerdo?», kept only in its
+    events), not just the text from the history."""
+    invented = "Ana cumple años el 3 de mayo"
+    model_server.script = [
+        model_server.call("recordar", {"texto": invented}),
+        model_server.say("Hecho."),
+    ]
+    page = web_page()
+    api = page.login("Ana")
+    sign_in(tab, page.base)
+    held: list[Any] = []
+    tab.route("**/events", lambda route: held.append(route))
+    send(tab, "¿Qué tiempo hará mañana?")
+    while not held:
+        tab.wait_for_timeout(20)
+    cid = held[0].request.url.split("/")[-2]
+    deadline = time.monotonic() + 10
+    while api.get(f"/api/conversations/{cid}").json()["answering"]:
+        assert time.monotonic() < deadline, "the answer did not end"
+        time.sleep(0.02)
+    held[0].continue_()
+    answer = tab.locator(".msg.assistant").last
+    answer.locator(".text", has_text="Hecho.").wait_for()
+    assert answer.locator(".proposal").inner_text().startswith(f"¿Lo recuerdo? «{invented}»")
+    assert tab.locator(".msg.assistant").count() == 1
 
 
 def test_two_people_add_tick_and_clear_the_shopping_list_on_the_page(

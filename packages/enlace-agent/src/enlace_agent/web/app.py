@@ -197,16 +197,18 @@ async def delete_conversation(web: WebApp, request: Request) -> Response:
         raise HttpError(409, "Espera a que termine la respuesta para borrar la conversación.")
     if not await web.db(web.store.delete_conversation, session.person, cid):
         raise HttpError(404, "Esa conversación no existe.")
+    web.live.forget(cid)
     return JSONResponse({"ok": True})
 
 
 async def events(web: WebApp, request: Request) -> Response:
-    """The answer being written, as server-sent events from its first event; `idle` when none."""
+    """The answer being written (or one that ended before anyone followed it:
+    `LiveTurns.followable`), as server-sent events from its first event; `idle` when none."""
     session = await web.session(request)
     conversation_id = request.path_params["cid"]
     if not await web.db(web.store.owns, session.person, conversation_id):
         raise HttpError(404, "Esa conversación no existe.")
-    live = web.live.get(conversation_id)
+    live = web.live.followable(conversation_id)
 
     async def stream() -> AsyncIterator[str]:
         if live is None:
@@ -238,7 +240,7 @@ def create_app(
     cut = store.mark_interrupted()  # answers a kill or a power cut left half-written
     if cut:
         log.info("%d answer(s) cut by the last stop marked as interrupted", cut)
-    live = LiveTurns(store, config.answer_save_interval_s)
+    live = LiveTurns(store, config.answer_save_interval_s, config.stall_timeout_s)
     web = WebApp(config, assistant, store, dict(tokens), live, dict(env or os.environ), paths)
 
     @asynccontextmanager

@@ -6,6 +6,11 @@ time per person (the caller checks both on the event loop, then reserves).
 The text of every answer being written is saved every `save_interval_s` (all of them in one
 write, only those that grew), and on the way out (`stop`), so a kill or a power cut loses at most
 the last few seconds; at the next start-up `Store.mark_interrupted` marks what was cut.
+
+An answer that ended before anyone followed it (a fast model, a busy browser that opens the event
+stream late) is still followed once, for `unread_s` seconds: the page would otherwise read it from
+the history, which keeps the answer but not what it asked of the person (a proposal) or said
+under it while it was being written (a tool's notice).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -42,6 +48,8 @@ class LiveTurn:
         self.text = ""  # the answer's text so far, as the page shows it
         self.saved = ""  # what of it the store has
         self.done = False
+        self.delivered = False  # a follower has been handed the final event
+        self.ended = 0.0  # when it ended (time.monotonic()), for an unread one's replay
         self._changed = asyncio.Event()
 
     def push(self, event: EventDict) -> None:
@@ -70,6 +78,8 @@ class LiveTurn:
             changed = self._changed
             while sent < len(self.events):
                 sent += 1
+                # Marked before the final event leaves: a follow after it was read is `idle`.
+                self.delivered = self.delivered or self.events[sent - 1]["type"] in FINAL
                 yield self.events[sent - 1]
             if self.done:
                 return
@@ -80,14 +90,31 @@ class LiveTurn:
 
 
 class LiveTurns:
-    def __init__(self, store: Store, save_interval_s: float) -> None:
+    def __init__(self, store: Store, save_interval_s: float, unread_s: float) -> None:
         self.store = store
         self.save_interval_s = save_interval_s
+        self.unread_s = unread_s
         self._live: list[LiveTurn] = []  # reserved or running
+        self._unread: dict[str, LiveTurn] = {}  # ended, never followed to the end: by conversation
         self._saver: asyncio.Task[None] | None = None
 
     def get(self, conversation_id: str) -> LiveTurn | None:
         return next((t for t in self._live if t.conversation_id == conversation_id), None)
+
+    def followable(self, conversation_id: str) -> LiveTurn | None:
+        """The answer being written, else the last one if it ended in the last `unread_s`
+        seconds and no one has followed it to the end: handed out once."""
+        live = self.get(conversation_id)
+        if live is not None:
+            return live
+        unread = self._unread.pop(conversation_id, None)
+        if unread is None or unread.delivered:
+            return None
+        return unread if time.monotonic() - unread.ended < self.unread_s else None
+
+    def forget(self, conversation_id: str) -> None:
+        """A deleted conversation: nothing of it is replayed."""
+        self._unread.pop(conversation_id, None)
 
     def count(self, person: str) -> int:
         return sum(t.person == person for t in self._live)
@@ -97,6 +124,8 @@ class LiveTurns:
         On the event loop, right after the caller's checks: nothing runs in between."""
         live = LiveTurn(asyncio.get_running_loop(), person, conversation_id)
         self._live.append(live)
+        if conversation_id is not None:  # a newer question: the older answer is not replayed
+            self._unread.pop(conversation_id, None)
         return live
 
     def release(self, live: LiveTurn) -> None:
@@ -140,6 +169,16 @@ class LiveTurns:
             self._live.remove(live)
         if not live.done:
             live.close()
+        now = time.monotonic()
+        stale = [c for c, t in self._unread.items() if now - t.ended >= self.unread_s]
+        for conversation_id in stale:
+            del self._unread[conversation_id]
+        if live.conversation_id is None:
+            return
+        self._unread.pop(live.conversation_id, None)
+        if live.row is not None and not live.delivered:
+            live.ended = now
+            self._unread[live.conversation_id] = live
 
     async def _keep_saving(self) -> None:
         while any(t.row is not None for t in self._live):
