@@ -676,3 +676,16 @@ def test_recall_joins_are_refused_where_they_would_break_the_records(
     for bad in ("[]", '[""]', '["a|b"]', '[", "]', '["=", " muy largo "]'):
         msg = error_of(write_tree({"runs/base.yaml": run + bad + "\n"}))
         problem_line(msg, "configs/runs/base.yaml:7", "train.copy_records_joins")
+
+
+def test_copied_weight_is_refused_without_conversations(write_tree: WriteTree) -> None:
+    """data.copied_weight weighs the copies of a conversation's words: on bytes the config fails
+    at start-up naming the key and the kind; below 1 (the copies weighing less) is refused; chat
+    takes it."""
+    msg = error_of(write_tree(), overrides=["data.copied_weight=3"])
+    problem_line(msg, "data.copied_weight:", "kind bytes has no conversations")
+    chat = {"data/bytes.yaml": "kind: chat\npath: data/x\ncontext_length: 64\n"}
+    msg = error_of(write_tree(chat), overrides=["data.copied_weight=0.5", "model.vocab_size=264"])
+    problem_line(msg, "data.copied_weight:", "1")
+    weighed = ["data.copied_weight=3", "model.vocab_size=264"]
+    assert load(write_tree(chat), overrides=weighed).config.data.copied_weight == 3.0

@@ -280,6 +280,65 @@ def test_packing_keeps_conversations_apart(tmp_path: Path) -> None:
             assert (row_y[row_y >= 0] < TOK.vocab_size).all()
 
 
+def test_copied_marks_the_assistants_copies_of_the_questions_and_results_words() -> None:
+    """`copied`: the query's words (from the question), the answer's facts (from the result, not
+    from a later question), in runs of at least min_tokens; never the call's own JSON, nor words
+    that stand only in the system prompt."""
+    from enlace_data.chat.format import copied
+
+    call = {"name": "buscar", "arguments": '{"q": "tiempo Zaragoza"}'}
+    messages = [
+        {"role": "system", "content": "Sé breve y di la temperatura."},
+        {"role": "user", "content": "¿Qué tiempo hará en Zaragoza?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": call}]},
+        {"role": "tool", "content": "Zaragoza: máxima de 24 grados."},
+        {"role": "assistant", "content": "Máxima de 24 grados; di la temperatura."},
+        {"role": "user", "content": "Máxima de 24 grados; 31 grados en Sevilla"},
+    ]
+    r = render(messages, TOK, tools=TOOLS)
+
+    def runs(min_tokens: int) -> list[str]:
+        flags = copied(messages, r, TOK, min_tokens)
+        assert all(m for m, f in zip(r.mask, flags, strict=True) if f)  # only trained ids
+        found: list[list[int]] = [[]]
+        for i, f in zip(r.ids, flags, strict=True):
+            if f:
+                found[-1].append(i)
+            elif found[-1]:
+                found.append([])
+        return [TOK.decode(ids) for ids in found if ids]
+
+    # «Máxima» with a capital is not the result's «máxima»; «; di la temperatura.» is in the
+    # system prompt and in the later question only.
+    assert runs(4) == ["tiempo Zaragoza", "áxima de 24 grados"]
+    assert runs(9) == [" Zaragoza", "áxima de 24 grados"]  # «tiempo Za» is not the question's
+    assert runs(30) == []
+
+
+def test_copied_weight_weighs_the_copies_in_the_training_rows_only(tmp_path: Path) -> None:
+    """data.copied_weight 3: the training loader's rows carry a fourth array, 3 where a target is a
+    copy and 1 elsewhere (padding and untrained targets included); the validation rows and a run
+    at 1 have none; another weight is another data fingerprint (a resume refuses it)."""
+    plain = build_loader(_chat_cfg(tmp_path, 30), micro_batch_size=2, seed=1)
+    weighed = build_loader(_chat_cfg(tmp_path, 30, copied_weight=3.0), micro_batch_size=2, seed=1)
+    batch, weighted = next(plain), next(weighed)
+    assert len(batch) == 3 and len(weighted) == 4
+    for a, b in zip(batch, weighted, strict=False):
+        np.testing.assert_array_equal(a, b)
+    _, y, _, w = weighted
+    assert w.dtype == np.float32 and set(np.unique(w)) == {1.0, 3.0}
+    assert (y[w == 3.0] >= 0).all()  # only trained targets weigh more
+    copies = bytes(int(t) for t in y[w == 3.0] if t < 256).decode("utf-8", "replace")
+    assert any(c.isalpha() for c in copies)
+    assert 0.02 < (w == 3.0).sum() / (y >= 0).sum() < 0.8
+    val = build_loader(
+        _chat_cfg(tmp_path, 30, copied_weight=3.0), split="val", micro_batch_size=2, seed=1
+    )
+    assert len(next(val)) == 3
+    with pytest.raises(DataError, match="was"):
+        weighed.load_state_dict(plain.state_dict())
+
+
 def test_overflow_drop_and_truncate_are_counted(tmp_path: Path) -> None:
     drop = build_loader(_chat_cfg(tmp_path, 60, T=300, overflow="drop"), micro_batch_size=2, seed=0)
     cut = build_loader(

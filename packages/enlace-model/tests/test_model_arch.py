@@ -219,6 +219,35 @@ def test_loss_by_hand_with_ignored_positions(cfg):
     assert float(none.loss.detach()) == 0.0  # an all-padding batch is 0, not NaN
 
 
+def test_weighted_loss_trains_on_the_weights_and_logs_the_plain_mean(cfg):
+    """weights (chat copies weighing more): the loss trained on is the per-position cross-entropy
+    times its weight over the count of trained positions; ce_loss stays the plain mean (the log's
+    loss, comparable across weights); weights of 1 change nothing, and the gradient of a position
+    weighing 3 is three times its unweighted one."""
+    model = build_model(cfg).double()
+    idx = torch.randint(0, cfg.vocab_size, (2, 8))
+    targets = torch.randint(0, cfg.vocab_size, (2, 8))
+    targets[0, :3] = -1
+    weights = torch.ones(2, 8, dtype=torch.float32)
+    weights[1, 2:4] = 3.0
+    out = model(idx, targets, None, weights)
+    nll = -torch.log_softmax(out.logits, -1).gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    keep = targets != -1
+    torch.testing.assert_close(out.ce_loss, nll[keep].mean())
+    torch.testing.assert_close(out.loss, (nll * weights)[keep].sum() / keep.sum())
+    plain = model(idx, targets)
+    torch.testing.assert_close(model(idx, targets, None, torch.ones(2, 8)).loss, plain.loss)
+    logits = out.logits.detach().requires_grad_()
+    from enlace_model.model import lm_loss
+
+    lm_loss(logits, targets, 0.0, weights)[2].backward()
+    weighted = logits.grad.clone()
+    logits.grad = None
+    lm_loss(logits, targets, 0.0)[2].backward()
+    torch.testing.assert_close(weighted[1, 2:4], 3 * logits.grad[1, 2:4])
+    torch.testing.assert_close(weighted[0], logits.grad[0])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cpu_backends_agree(tiny_config, dtype):
     model = build_model(tiny_config()).to(dtype)

@@ -62,6 +62,30 @@ def test_sft_from_a_base_run_logs_chat_measures_and_resumes_exactly(write_run, h
     assert _losses(h.metrics_rows(straight)) == losses
 
 
+def test_sft_with_the_copies_weighing_more_trains_on_other_losses_and_resumes_exactly(write_run, h):
+    """data.copied_weight 4: the same SFT's logged losses change (the steps differ) while its
+    validation loss stays the plain mean; killed after the step-3 checkpoint and rerun, the same
+    final weights."""
+    base_train = {"max_steps": 2, "warmup_steps": 0, "decay_steps": 1, "eval_every": 2}
+    base = train(h.load(write_run("base", model=CHAT_MODEL, train=base_train))).run_dir
+    plain = h.metrics_rows(train(h.load(_sft(write_run, h, "plain", base))).run_dir)
+    path = write_run(
+        "weighed",
+        model=CHAT_MODEL,
+        data=CHAT_DATA | {"copied_weight": 4.0},
+        train={"init_from": str(base), "max_steps": 6, "eval_every": 3, "checkpoint_every": 3},
+    )
+    run = train(h.load(path)).run_dir
+    rows = h.metrics_rows(run)
+    assert _losses(rows)[0] == _losses(plain)[0]  # the first step's: the same weights, plain mean
+    assert _losses(rows)[1:] != _losses(plain)[1:]
+    final = run / "checkpoints" / "step_6"
+    weights = (final / "model.safetensors").read_bytes()
+    shutil.rmtree(final)
+    train(h.load(path))
+    assert (final / "model.safetensors").read_bytes() == weights
+
+
 def _losses(rows):
     return [r["loss"] for r in rows if "loss" in r]
 

@@ -178,6 +178,12 @@ def test_copy_records_beside_keep_every_row_and_add_the_share_of_record_rows() -
         new = mx[16:]
         assert all(b"|" in bytes(r.astype(np.uint8)) for r in new)
         assert (new[:, 1:] == my[16:, :-1]).all() and (my[16:] >= 0).all() and (ms[16:] == 0).all()
+    weights = np.full(x.shape, 3.0, dtype=np.float32)  # chat rows' loss weights
+    *_, ms, mw = mix_copy_records((x, y, segments, weights), tc, 0, "a")
+    assert (ms[16:] == 0).all() and (mw[:16] == 3.0).all() and (mw[16:] == 1.0).all()
+    in_place = tc.model_copy(update={"copy_records_beside": False, "copy_records_share": 1.0})
+    mx, _, ms, mw = mix_copy_records((x, y, segments, weights), in_place, 0, "a")
+    assert (ms == 0).all() and (mw == 1.0).all() and mw.dtype == np.float32
     again = mix_copy_records((x, y), tc, 0, "a")[0]
     assert (again == mix_copy_records((x, y), tc, 0, "a")[0]).all()
     assert not (again == mix_copy_records((x, y), tc, 0, "b")[0]).all()

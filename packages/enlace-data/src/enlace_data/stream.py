@@ -14,7 +14,9 @@ from enlace_data.errors import DataError
 Split = Literal["train", "val"]
 STATE_FORMAT = 1
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
-Batch = tuple[IntArray, ...]  # (inputs, targets) from Loader, (inputs, targets, segments) from chat
+FloatArray = np.ndarray[Any, np.dtype[np.float32]]
+# (inputs, targets) from Loader, (inputs, targets, segments[, loss weights]) from chat
+Batch = tuple[IntArray | FloatArray, ...]
 
 
 class StreamArgs(TypedDict):

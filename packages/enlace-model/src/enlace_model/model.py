@@ -392,13 +392,15 @@ class Transformer(nn.Module):
         idx: Tensor,
         targets: Tensor | None = None,
         segments: Tensor | None = None,
+        weights: Tensor | None = None,
         *,
         z_loss_weight: float = 0.0,
     ) -> ModelOutput:
         """idx (B, T) token ids; targets (B, T) with -1 for ignored positions; segments (B, T):
         packed rows of several documents (chat SFT), a position attends only to earlier positions
         of its own segment id (block-diagonal causal mask; rotary is relative, so a document's
-        offset in the row does not matter)."""
+        offset in the row does not matter); weights (B, T): each target's weight in the loss
+        trained on (`lm_loss`)."""
         T = idx.shape[1]
         if idx.shape[1] > self.cfg.context_length:
             raise ValueError(
@@ -419,8 +421,8 @@ class Transformer(nn.Module):
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
         if targets is None:
             return ModelOutput(logits=logits)
-        ce_loss, z_loss = lm_loss(logits, targets, z_loss_weight)
-        return ModelOutput(logits=logits, loss=ce_loss + z_loss, ce_loss=ce_loss, z_loss=z_loss)
+        ce_loss, z_loss, trained = lm_loss(logits, targets, z_loss_weight, weights)
+        return ModelOutput(logits=logits, loss=trained + z_loss, ce_loss=ce_loss, z_loss=z_loss)
 
     def forward_cached(
         self,
@@ -451,8 +453,13 @@ class Transformer(nn.Module):
         return F.linear(self.norm(x[:, -1]), self.head_weight)  # (B, V)
 
 
-def lm_loss(logits: Tensor, targets: Tensor, z_loss_weight: float) -> tuple[Tensor, Tensor]:
-    """Cross-entropy and weighted z-loss, means over positions whose target is not -1, in float32.
+def lm_loss(
+    logits: Tensor, targets: Tensor, z_loss_weight: float, weights: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Cross-entropy, weighted z-loss and the cross-entropy trained on, means over positions whose
+    target is not -1, in float32. The last is the first with each position's cross-entropy times
+    its `weights` (chat copies weighing more: data.copied_weight), still divided by the count of
+    positions, so the logged cross-entropy stays the plain mean; without weights it is the first.
 
     One fused log_softmax serves both (its backward is PyTorch's fused kernel): the target's
     log-probability gives the cross-entropy, and logsumexp = logit - log_softmax at the same index
@@ -469,7 +476,10 @@ def lm_loss(logits: Tensor, targets: Tensor, z_loss_weight: float) -> tuple[Tens
         z_loss = z_loss_weight * torch.where(keep, lse.square(), 0.0).sum() / count
     else:
         z_loss = torch.zeros((), dtype=ce_loss.dtype, device=ce_loss.device)
-    return ce_loss, z_loss
+    if weights is None:
+        return ce_loss, z_loss, ce_loss
+    trained = -torch.where(keep, target_logprob * weights.float(), 0.0).sum() / count
+    return ce_loss, z_loss, trained
 
 
 def build_model(cfg: ModelConfig, *, attention: str = "auto") -> Transformer:

@@ -172,6 +172,11 @@ def out_of_memory(cfg: RunConfig, world_size: int) -> OutOfMemory:
     )
 
 
+# A record row's segments and loss weights: one segment (the records attend across the whole
+# row), every target weighing 1.
+RECORD_ROW = (0, 1.0)
+
+
 def mix_copy_records(
     batch: Sequence[np.ndarray[Any, Any]],
     tc: TrainConfig,
@@ -179,8 +184,8 @@ def mix_copy_records(
     draw: str,
     token_ids: range | None = None,
 ) -> Sequence[np.ndarray[Any, Any]]:
-    """A micro-batch (inputs, targets[, segments]) of bytes or token ids with copy records
-    (enlace_data/copy_records.py): each row replaced by one with probability
+    """A micro-batch (inputs, targets[, segments[, loss weights]]) of bytes or token ids with copy
+    records (enlace_data/copy_records.py): each row replaced by one with probability
     train.copy_records_share, falling linearly to zero at train.copy_records_steps (0: not
     falling); with train.copy_records_beside, the rows all kept and that share of the row count
     (rounded) added as record rows after them. `draw` names the micro-batch (seed, step,
@@ -203,7 +208,10 @@ def mix_copy_records(
             return batch
         ids = np.stack(added)
         x, y = np.concatenate([x, ids[:, :-1]]), np.concatenate([y, ids[:, 1:]])
-        rest = [np.concatenate([s, np.zeros((len(added), s.shape[1]), s.dtype)]) for s in rest]
+        rest = [
+            np.concatenate([a, np.full((len(added), a.shape[1]), fill, a.dtype)])
+            for a, fill in zip(rest, RECORD_ROW, strict=False)
+        ]
         return x, y, *rest
     x, y, *rest = (a.copy() for a in batch)
     for r in range(x.shape[0]):
@@ -211,8 +219,8 @@ def mix_copy_records(
             continue
         ids = record_ids(rng, tc, x[r], token_ids)
         x[r], y[r] = ids[:-1], ids[1:]
-        for segments in rest:
-            segments[r] = 0  # one segment: the records attend across the whole row
+        for a, fill in zip(rest, RECORD_ROW, strict=False):
+            a[r] = fill
     return x, y, *rest
 
 
@@ -277,7 +285,7 @@ def train_step(
     ce_sum, z_sum = torch.zeros((), device=backend.device), torch.zeros((), device=backend.device)
     try:
         for micro in range(accum):
-            batch = next(training.loader)  # x, y (, segments)
+            batch = next(training.loader)  # x, y (, segments (, loss weights))
             if tc.copy_records_share:
                 draw = f"{tc.seed}-{prog.step}-{micro}-{info.rank}"
                 data = cfg.data

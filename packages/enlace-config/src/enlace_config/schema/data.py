@@ -40,6 +40,16 @@ class DataConfig(StrictModel):
     invention, spurious calls."""
     chat_eval_max_tokens: PositiveInt = 200
     """chat only: most tokens generated per evaluated reply."""
+    copied_weight: float = Field(1.0, ge=1, le=100)
+    """chat only: the training loss's weight on the assistant's tokens that copy the
+    conversation's words (those in a run of at least copied_min_tokens tokens that stands in a
+    user message or tool result before them): the town of a search, the temperature of an answer,
+    the name in a memory. 1: every trained token weighs the same. The loss is still divided by
+    the count of trained tokens, so a weight above 1 is a larger step on the copies alone; the
+    validation loss is never weighted."""
+    copied_min_tokens: int = Field(4, ge=2, le=64)
+    """chat only: the shortest run of tokens that counts as a copy for copied_weight (shorter
+    ones, a «de la», stand everywhere)."""
     eval_text_files: list[str] = Field(default_factory=list)
     """UTF-8 text files held out from training, scored at every evaluation in bits per byte
     (sliding window, as `enlace-train eval`) and logged as val_text_bpb: a figure that compares
@@ -54,6 +64,13 @@ class DataConfig(StrictModel):
                 "fallback",
                 "the built-in books are UTF-8 bytes; a shards run has no fallback (set fallback: "
                 "none, or kind: bytes)",
+                ("kind",),
+            )
+        if self.kind != "chat" and self.copied_weight != 1:
+            yield FieldProblem(
+                "copied_weight",
+                f"{self.copied_weight} weighs the copies of a conversation's words, and kind "
+                f"{self.kind} has no conversations (set it to 1, or kind: chat)",
                 ("kind",),
             )
         stride = self.eval_text_stride

@@ -134,6 +134,48 @@ def _parts(
         yield from ((IM_START, True, False), ("assistant\n", False, False))
 
 
+def copied(
+    messages: Sequence[Mapping[str, Any]],
+    rendered: Rendered,
+    tokenizer: ChatTokenizer,
+    min_tokens: int,
+) -> list[bool]:
+    """Per id of `rendered` (the render of `messages`): whether the assistant copies it, that is,
+    it lies in a run of at least `min_tokens` trained ids that stands, in that order, in a user
+    message or tool result before its assistant message: the town of a search, the temperature of
+    an answer. Each source is encoded alone (the bytes tokenizer gives the very ids; SentencePiece
+    the same inside words). The trained ids of one assistant message are one run of the mask (from
+    its text to its trained <|im_end|>), so the k-th run is the k-th assistant message's."""
+    mask, ids = rendered.mask, rendered.ids
+    answers = _runs(mask)
+    flags = [False] * len(ids)
+    seen: set[tuple[int, ...]] = set()
+    k = min_tokens
+    for message in messages:
+        if message["role"] in ("user", "tool"):
+            words = tokenizer.encode(message["content"])
+            seen.update(tuple(words[j : j + k]) for j in range(len(words) - k + 1))
+        elif message["role"] == "assistant":
+            start, end = next(answers, (0, 0))
+            for j in range(start, end - k + 1):
+                if tuple(ids[j : j + k]) in seen:
+                    flags[j : j + k] = [True] * k
+    return flags
+
+
+def _runs(mask: Sequence[bool]) -> Iterator[tuple[int, int]]:
+    """The maximal runs of True in `mask`, as (start, end) spans."""
+    start = None
+    for i, trained in enumerate(mask):
+        if trained and start is None:
+            start = i
+        elif not trained and start is not None:
+            yield start, i
+            start = None
+    if start is not None:
+        yield start, len(mask)
+
+
 def render_text(
     messages: Sequence[Mapping[str, Any]],
     *,

@@ -22,12 +22,13 @@ from typing import Any, Unpack
 import numpy as np
 from enlace_config.schema.data import DataConfig
 
-from enlace_data.chat.format import ChatTokenizer, normalize_conversation, render
+from enlace_data.chat.format import ChatTokenizer, copied, normalize_conversation, render
 from enlace_data.errors import DataError
-from enlace_data.stream import IntArray, Split, StreamArgs, StreamLoader
+from enlace_data.stream import FloatArray, IntArray, Split, StreamArgs, StreamLoader
 from enlace_data.tokenizer import ByteTokenizer
 
-ChatBatch = tuple[IntArray, IntArray, IntArray]
+# inputs, targets, segments (and the targets' loss weights, with data.copied_weight)
+ChatBatch = tuple[IntArray, IntArray, IntArray] | tuple[IntArray, IntArray, IntArray, FloatArray]
 
 
 def chat_tokenizer(cfg: DataConfig) -> Any:
@@ -115,13 +116,15 @@ def load_split(cfg: DataConfig, split: Split) -> tuple[list[dict[str, Any]], str
 # ----------------------------------------------------------------------------- rendering
 @dataclass
 class ChatExamples:
-    """Rendered examples of one split: inputs and targets (-1 where not trained) per conversation."""
+    """Rendered examples of one split: inputs and targets (-1 where not trained) per conversation,
+    and the targets' loss weights when the copies weigh more (data.copied_weight)."""
 
     inputs: list[IntArray]
     targets: list[IntArray]
     description: str
     fingerprint: str
     bytes_per_token: float
+    weights: list[FloatArray] | None = None
 
 
 def render_examples(
@@ -131,9 +134,14 @@ def render_examples(
     context_length: int,
     overflow: str,
     description: str,
+    copied_weight: float = 1.0,
+    copied_min_tokens: int = 4,
 ) -> ChatExamples:
+    """`copied_weight` (above 1): each target the assistant copies from the conversation
+    (`format.copied`, runs of `copied_min_tokens`) gets that loss weight, the others 1."""
     inputs: list[IntArray] = []
     targets: list[IntArray] = []
+    weights: list[FloatArray] | None = [] if copied_weight != 1 else None
     truncated = dropped = text_bytes = tokens = 0
     h = hashlib.sha256(f"chat:{getattr(tokenizer, 'tokenizer_id', '?')}:{context_length}".encode())
     for conv in convs:
@@ -153,6 +161,11 @@ def render_examples(
         targets.append(tgt)
         h.update(ids.tobytes())
         h.update(np.asarray(r.mask, dtype=np.uint8).tobytes())
+        if weights is not None:
+            flags = np.asarray(copied(conv["messages"], r, tokenizer, copied_min_tokens)[1:])
+            weight = np.where(flags, copied_weight, 1.0).astype(np.float32)[: len(x)]
+            weights.append(weight)
+            h.update(weight.tobytes())
         tokens += len(ids)
         text_bytes += len(tokenizer.decode(r.ids).encode("utf-8"))
     if not inputs:
@@ -165,7 +178,9 @@ def render_examples(
         + (f", {truncated} truncated" if truncated else "")
         + (f", {dropped} dropped (overflow={overflow})" if dropped else "")
     )
-    return ChatExamples(inputs, targets, description, h.hexdigest()[:32], text_bytes / tokens)
+    return ChatExamples(
+        inputs, targets, description, h.hexdigest()[:32], text_bytes / tokens, weights
+    )
 
 
 # ----------------------------------------------------------------------------- the loader
@@ -227,6 +242,8 @@ class ChatLoader(StreamLoader):
         x = np.full((B, T), self.pad_id, dtype=np.int64)
         y = np.full((B, T), -1, dtype=np.int64)
         seg = np.empty((B, T), dtype=np.int64)
+        weights = self._ex.weights
+        w = np.ones((B, T), dtype=np.float32)
         for i, row in enumerate(rows):
             at = 0
             for s, c in enumerate(row):
@@ -234,9 +251,11 @@ class ChatLoader(StreamLoader):
                 x[i, at : at + n] = self._ex.inputs[c]
                 y[i, at : at + n] = self._ex.targets[c]
                 seg[i, at : at + n] = s
+                if weights is not None:
+                    w[i, at : at + n] = weights[c]
                 at += n
             seg[i, at:] = len(row)  # padding: a segment of its own
-        return x, y, seg
+        return (x, y, seg) if weights is None else (x, y, seg, w)
 
     def __next__(self) -> ChatBatch:
         B, W = self.micro_batch_size, self.world_size
@@ -268,6 +287,9 @@ def build_chat_loader(
         context_length=stream["context_length"],
         overflow=cfg.overflow,
         description=what,
+        # the validation loss stays the plain mean, comparable across weights
+        copied_weight=cfg.copied_weight if stream["split"] == "train" else 1.0,
+        copied_min_tokens=cfg.copied_min_tokens,
     )
     return ChatLoader(
         examples,
