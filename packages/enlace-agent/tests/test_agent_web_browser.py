@@ -644,6 +644,36 @@ def test_an_answer_that_ended_before_the_page_followed_it_shows_all_it_said(
     assert tab.locator(".msg.assistant").count() == 1
 
 
+def test_the_shopping_list_says_what_changed_once_it_shows_it(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    """On a slow answer the list of before stays on screen: «Añadido» and «Quitado» come only
+    with the list that shows them (the project's CI read a cleared list still holding «leche»)."""
+    page = web_page()
+    sign_in(tab, page.base, "Ana")
+    tab.get_by_role("button", name="Lista de la compra").click()
+    tab.locator("#shopping-title").wait_for()
+    held: list[Any] = []
+
+    def hold_the_list(route: Any) -> None:
+        if route.request.method == "GET":
+            held.append(route)
+        else:
+            route.continue_()
+
+    tab.route("**/api/shopping", hold_the_list)
+    tab.get_by_label("Añadir a la lista").fill("leche")
+    tab.get_by_role("button", name="Añadir", exact=True).click()
+    while not held:
+        tab.wait_for_timeout(20)
+    tab.wait_for_timeout(300)  # the POST has been answered: only the list is held
+    assert tab.locator("#shopping-status").inner_text() == ""
+    held.pop().continue_()
+    tab.locator("#shopping-status", has_text="Añadido: leche.").wait_for()
+    assert tab.locator("#shopping-items .memory-text").all_inner_texts() == ["leche"]
+    tab.unroute("**/api/shopping")
+
+
 def test_two_people_add_tick_and_clear_the_shopping_list_on_the_page(
     browser: Any, tab: Any, web_page: Callable[..., Any]
 ) -> None:

@@ -800,24 +800,30 @@ function shoppingItem(i) {
 $("shopping-open").addEventListener("click", () => openShopping());
 $("shopping-close").addEventListener("click", () => { closeMemory(); $("text").focus(); });
 
+// Each change is said once the list shows it (as «Lo que Enlace recuerda» does): a status read
+// before the list came back described a list still showing what had been cleared.
 $("shopping-add").addEventListener("submit", async (event) => {
   event.preventDefault();
+  let said;
   try {
     const { new: added, item } = await api("/api/shopping", { text: $("shopping-text").value });
     $("shopping-text").value = "";
-    shoppingStatus(added ? "Añadido: " + item.item + "." : item.item + " ya estaba en la lista.");
+    said = added ? "Añadido: " + item.item + "." : item.item + " ya estaba en la lista.";
   } catch (e) {
-    shoppingStatus(e.message);
+    said = e.message;
   }
   await loadShopping();
+  shoppingStatus(said);
 });
 
 $("shopping-clear").addEventListener("click", async () => {
+  let said;
   try {
     const { removed } = await api("/api/shopping/clear", {});
-    shoppingStatus(removed === 1 ? "Quitado 1 artículo comprado." : "Quitados " + removed + " artículos comprados.");
+    said = removed === 1 ? "Quitado 1 artículo comprado." : "Quitados " + removed + " artículos comprados.";
   } catch (e) {
-    shoppingStatus(e.message);
+    said = e.message;
   }
   await loadShopping();
+  shoppingStatus(said);
 });
