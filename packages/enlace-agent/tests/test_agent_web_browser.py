@@ -648,7 +648,8 @@ def test_the_shopping_list_says_what_changed_once_it_shows_it(
     tab: Any, web_page: Callable[..., Any]
 ) -> None:
     """On a slow answer the list of before stays on screen: «Añadido» and «Quitado» come only
-    with the list that shows them (the project's CI read a cleared list still holding «leche»)."""
+    with the list that shows them (the project's CI read a cleared list still holding «leche»);
+    and of two lists that come back in the other order, the newer stays drawn."""
     page = web_page()
     sign_in(tab, page.base, "Ana")
     tab.get_by_role("button", name="Lista de la compra").click()
@@ -671,6 +672,30 @@ def test_the_shopping_list_says_what_changed_once_it_shows_it(
     held.pop().continue_()
     tab.locator("#shopping-status", has_text="Añadido: leche.").wait_for()
     assert tab.locator("#shopping-items .memory-text").all_inner_texts() == ["leche"]
+    tab.unroute("**/api/shopping")
+
+    # Two changes in a row whose lists come back in the other order: the older list (read before
+    # «pan» was added) arrives last and must not be drawn over the newer one.
+    late: list[tuple[Any, Any]] = []
+
+    def answer_the_first_list_late(route: Any) -> None:
+        if route.request.method == "GET" and not late:
+            late.append((route, route.fetch()))  # read now, handed to the page below
+        else:
+            route.continue_()
+
+    tab.route("**/api/shopping", answer_the_first_list_late)
+    for thing in ("pan", "sal"):
+        tab.get_by_label("Añadir a la lista").fill(thing)
+        tab.get_by_role("button", name="Añadir", exact=True).click()
+        while thing == "pan" and not late:
+            tab.wait_for_timeout(20)
+    tab.locator("#shopping-status", has_text="Añadido: sal.").wait_for()
+    route, stale = late[0]
+    route.fulfill(response=stale)
+    tab.wait_for_timeout(300)
+    assert tab.locator("#shopping-items .memory-text").all_inner_texts() == ["leche", "pan", "sal"]
+    assert tab.locator("#shopping-status").inner_text() == "Añadido: sal."  # not the older one's
     tab.unroute("**/api/shopping")
 
 

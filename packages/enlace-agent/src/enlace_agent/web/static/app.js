@@ -764,17 +764,25 @@ function shoppingStatus(message) {
   $("shopping-status").textContent = message;
 }
 
+// Only the newest load draws the list (and says its change): two changes in a row can get their
+// lists back in the other order, and the older one must not cover the newer. False: a newer
+// load has taken over.
+let shoppingLoads = 0;
 async function loadShopping() {
+  const mine = ++shoppingLoads;
   let data;
   try {
     data = await api("/api/shopping");
   } catch (e) {
-    return shoppingStatus(e.message);
+    if (mine === shoppingLoads) shoppingStatus(e.message);
+    return false;
   }
+  if (mine !== shoppingLoads) return false;
   const list = $("shopping-items");
   list.replaceChildren(...data.items.map(shoppingItem));
   if (!data.items.length) list.append(el("li", "La lista está vacía.", "empty"));
   $("shopping-clear").disabled = !data.items.some((i) => i.done);
+  return true;
 }
 
 function shoppingItem(i) {
@@ -812,8 +820,7 @@ $("shopping-add").addEventListener("submit", async (event) => {
   } catch (e) {
     said = e.message;
   }
-  await loadShopping();
-  shoppingStatus(said);
+  if (await loadShopping()) shoppingStatus(said);
 });
 
 $("shopping-clear").addEventListener("click", async () => {
@@ -824,6 +831,5 @@ $("shopping-clear").addEventListener("click", async () => {
   } catch (e) {
     said = e.message;
   }
-  await loadShopping();
-  shoppingStatus(said);
+  if (await loadShopping()) shoppingStatus(said);
 });
