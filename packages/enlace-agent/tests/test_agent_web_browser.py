@@ -499,6 +499,47 @@ def memory_items(tab: Any, which: str) -> list[str]:
     return tab.locator(f"#memory-{which} .memory-text").all_inner_texts()
 
 
+def answer_the_first_list_late(tab: Any, pattern: str) -> list[tuple[Any, Any]]:
+    """Routes `pattern`: the first GET is read from the server now and kept, (route, response),
+    for the test to hand to the page later (`route.fulfill(response=...)`), after a newer one;
+    every other request goes through."""
+    late: list[tuple[Any, Any]] = []
+
+    def handle(route: Any) -> None:
+        if route.request.method == "GET" and not late:
+            late.append((route, route.fetch()))
+        else:
+            route.continue_()
+
+    tab.route(pattern, handle)
+    return late
+
+
+def test_two_memories_kept_in_a_row_stay_listed_when_their_lists_cross(
+    tab: Any, web_page: Callable[..., Any]
+) -> None:
+    """Two memories saved in a row whose lists come back in the other order: the older list (read
+    before the second was kept) arrives last and must not be drawn over the newer one."""
+    page = web_page()
+    sign_in(tab, page.base)
+    tab.get_by_role("button", name="Lo que Enlace recuerda").click()
+    tab.locator("#memory-mine .empty").wait_for()
+    late = answer_the_first_list_late(tab, "**/api/memories")
+    for text in ("Ana es alérgica a los frutos secos", "Ana juega al pádel los martes"):
+        tab.get_by_label("Nuevo recuerdo").fill(text)
+        tab.locator("#memory-add button[type=submit]").click()
+        while not late:
+            tab.wait_for_timeout(20)
+    tab.locator("#memory-mine .memory-text", has_text="pádel").wait_for()
+    route, stale = late[0]
+    route.fulfill(response=stale)
+    tab.wait_for_timeout(300)
+    assert sorted(memory_items(tab, "mine")) == [
+        "Ana es alérgica a los frutos secos",
+        "Ana juega al pádel los martes",
+    ]
+
+
 def test_a_person_sees_edits_forgets_and_pauses_their_memory_on_the_page(
     tab: Any, web_page: Callable[..., Any]
 ) -> None:
@@ -676,15 +717,7 @@ def test_the_shopping_list_says_what_changed_once_it_shows_it(
 
     # Two changes in a row whose lists come back in the other order: the older list (read before
     # «pan» was added) arrives last and must not be drawn over the newer one.
-    late: list[tuple[Any, Any]] = []
-
-    def answer_the_first_list_late(route: Any) -> None:
-        if route.request.method == "GET" and not late:
-            late.append((route, route.fetch()))  # read now, handed to the page below
-        else:
-            route.continue_()
-
-    tab.route("**/api/shopping", answer_the_first_list_late)
+    late = answer_the_first_list_late(tab, "**/api/shopping")
     for thing in ("pan", "sal"):
         tab.get_by_label("Añadir a la lista").fill(thing)
         tab.get_by_role("button", name="Añadir", exact=True).click()

@@ -608,13 +608,20 @@ function memoryStatus(message) {
 // más recuerdos» appends the next one (`after`: the list's `next`).
 let memoryNext = null;
 
+// Only the newest whole load draws the lists (and says its change): two changes in a row can
+// get their lists back in the other order, and the older must not cover the newer; «Ver más»
+// adds its page only if no whole load started since. False: a newer load has taken over.
+let memoryLoads = 0;
 async function loadMemories(after) {
+  const ticket = after ? memoryLoads : ++memoryLoads;
   let data;
   try {
     data = await api("/api/memories" + (after ? "?after=" + encodeURIComponent(after) : ""));
   } catch (e) {
-    return memoryStatus(e.message);
+    if (ticket === memoryLoads) memoryStatus(e.message);
+    return false;
   }
+  if (ticket !== memoryLoads) return false;
   $("memory-pause").checked = data.paused;
   $("memory-paused").hidden = !data.paused;
   for (const control of $("memory-add").elements) control.disabled = data.paused;
@@ -630,6 +637,7 @@ async function loadMemories(after) {
   if (!family.children.length) family.append(el("li", "Todavía no hay ninguno.", "empty"));
   memoryNext = data.next || null;
   $("memory-more").hidden = !memoryNext;
+  return true;
 }
 
 const SOURCE_ES = { page: "en la página", cli: "en la terminal", assistant: "en una conversación", import: "importado" };
@@ -660,8 +668,7 @@ function editMemory(item, m) {
   inlineEdit(item, "Corregir el recuerdo", m.text, () => item.replaceWith(memoryItem(m, false)), async (text) => {
     try {
       await api("/api/memories/" + m.id, { text }, "PATCH");
-      await loadMemories();
-      memoryStatus("Recuerdo corregido.");
+      if (await loadMemories()) memoryStatus("Recuerdo corregido.");
     } catch (e) {
       memoryStatus(e.message);
     }
@@ -677,8 +684,7 @@ function askForget(item, m) {
     } catch (e) {
       said = e.message;
     }
-    await loadMemories();
-    memoryStatus(said);
+    if (await loadMemories()) memoryStatus(said);
   });
 }
 
@@ -694,8 +700,7 @@ $("memory-pause").addEventListener("change", async () => {
   } catch (e) {
     said = e.message;
   }
-  await loadMemories();
-  memoryStatus(said);
+  if (await loadMemories()) memoryStatus(said);
 });
 
 $("memory-add").addEventListener("submit", async (event) => {
@@ -704,8 +709,7 @@ $("memory-add").addEventListener("submit", async (event) => {
     const { new: added } = await api("/api/memories", { text: $("memory-text").value, scope: $("memory-scope").value });
     $("memory-text").value = "";
     $("memory-scope").value = "personal";  // the next one is the person's own unless chosen again
-    await loadMemories();
-    memoryStatus(added ? SAVED : ALREADY_KEPT);
+    if (await loadMemories()) memoryStatus(added ? SAVED : ALREADY_KEPT);
   } catch (e) {
     memoryStatus(e.message);
   }
@@ -740,8 +744,7 @@ $("memory-forget-all-open").addEventListener("click", () => {
     } catch (e) {
       said = e.message;
     }
-    await loadMemories();
-    memoryStatus(said);
+    if (await loadMemories()) memoryStatus(said);
   });
   input.focus();
 });
@@ -769,15 +772,15 @@ function shoppingStatus(message) {
 // load has taken over.
 let shoppingLoads = 0;
 async function loadShopping() {
-  const mine = ++shoppingLoads;
+  const ticket = ++shoppingLoads;
   let data;
   try {
     data = await api("/api/shopping");
   } catch (e) {
-    if (mine === shoppingLoads) shoppingStatus(e.message);
+    if (ticket === shoppingLoads) shoppingStatus(e.message);
     return false;
   }
-  if (mine !== shoppingLoads) return false;
+  if (ticket !== shoppingLoads) return false;
   const list = $("shopping-items");
   list.replaceChildren(...data.items.map(shoppingItem));
   if (!data.items.length) list.append(el("li", "La lista está vacía.", "empty"));
