@@ -129,7 +129,7 @@ def test_copy_records_replace_rows_early_and_none_after_their_steps() -> None:
     row's targets are its inputs shifted by one."""
     import numpy as np
     from enlace_config.schema import TrainConfig
-    from enlace_train.trainer import mix_copy_records
+    from enlace_train.copy_mixing import mix_copy_records
 
     tc = TrainConfig(max_steps=100, global_batch_size=64, lr=1e-3, copy_records_share=1.0,
                      copy_records_steps=50)  # fmt: skip
@@ -161,7 +161,7 @@ def test_copy_records_beside_keep_every_row_and_add_the_share_of_record_rows() -
     same draw gives the same rows (exact resume), and they are the rows replacing would write."""
     import numpy as np
     from enlace_config.schema import TrainConfig
-    from enlace_train.trainer import mix_copy_records, record_ids
+    from enlace_train.copy_mixing import mix_copy_records, record_ids
 
     tc = TrainConfig(max_steps=100, global_batch_size=16, lr=1e-3, copy_records_share=0.5,
                      copy_records_steps=100, copy_records_source="letters+recall",
@@ -212,7 +212,7 @@ def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None
     letter records and rows of recall records («ab=qwhf cd=zmu|cd=zmu ab=qwhf»)."""
     import numpy as np
     from enlace_config.schema import TrainConfig
-    from enlace_train.trainer import mix_copy_records
+    from enlace_train.copy_mixing import mix_copy_records
 
     text = np.frombuffer(b"En un lugar de la Mancha, " * 40, dtype=np.uint8).astype(np.int64)
     x, y = text[None, :128].repeat(4, 0), text[None, 1:129].repeat(4, 0)
@@ -273,7 +273,7 @@ def test_copy_records_in_chat_rows_are_one_segment_trained_everywhere() -> None:
     segments."""
     import numpy as np
     from enlace_config.schema import TrainConfig
-    from enlace_train.trainer import mix_copy_records
+    from enlace_train.copy_mixing import mix_copy_records
 
     said = np.frombuffer(b"Recuerda que mi hija se llama Irene. " * 8, dtype=np.uint8)
     row = np.concatenate([[260], said.astype(np.int64), [261]])[:129]
@@ -306,7 +306,7 @@ def test_copy_records_of_token_rows_are_ids_copied_after_themselves() -> None:
     import numpy as np
     from enlace_config.schema import TrainConfig
     from enlace_data.copy_records import copy_record_ids
-    from enlace_train.trainer import mix_copy_records
+    from enlace_train.copy_mixing import mix_copy_records
 
     ordinary = range(16, 600)
     text = np.arange(1000, 1129, dtype=np.int64)  # ids beyond `ordinary`: a copied span shows it
