@@ -83,6 +83,7 @@ class AttentionInputs:
     pos: int = 0  # the cache slot of the first position
     mask: Tensor | None = None  # additive, (B, 1, T, pos+T); None: plain causal
     segments: Tensor | None = None  # (B, T) packed documents' ids (training rows), or None
+    spans: list[list[tuple[int, int]]] | None = None  # each row's documents, [start, end)
 
 
 # --- norm ---------------------------------------------------------------------------------------
@@ -123,6 +124,18 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 # --- attention ----------------------------------------------------------------------------------
+def segment_spans(segments: Tensor) -> list[list[tuple[int, int]]] | None:
+    """Each row's runs of one segment id as [start, end) (a packed row: its documents, then its
+    padding), or None when an id comes back after another (not a packed row)."""
+    spans = []
+    for row in segments.tolist():
+        starts = [0] + [t for t in range(1, len(row)) if row[t] != row[t - 1]]
+        if len(starts) != len(set(row)):
+            return None
+        spans.append(list(zip(starts, [*starts[1:], len(row)], strict=True)))
+    return spans
+
+
 def single_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
     """One query position per sequence against a cache: q (B, H, 1, D), k/v (B, KV, L, D), mask
     None or additive (B, 1, 1, L). Returns (B, H, 1, D). The math kernel's computation without
@@ -171,10 +184,25 @@ class Attention(nn.Module):
             v = v_cache[:, :, : pos + T]
         if T == 1 and cache is not None and a.attention in ("auto", "math"):
             y = single_query_attention(q, k, v, mask)  # (B, H, 1, D)
+        elif a.spans is not None:
+            y = self._documents(q, k, v, a.spans, a.attention)  # (B, H, T, D)
         else:
             y = self._sdpa(q, k, v, mask, pos == 0 and mask is None, a.attention)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*D)
         return self.o_proj(y)
+
+    def _documents(
+        self, q: Tensor, k: Tensor, v: Tensor, spans: list[list[tuple[int, int]]], attention: str
+    ) -> Tensor:
+        """Packed rows: each document's causal attention on its own, no (T, T) mask."""
+        rows = []
+        for b, row in enumerate(spans):
+            one = (q[b : b + 1], k[b : b + 1], v[b : b + 1])
+            parts = [
+                self._sdpa(*(t[:, :, s:e] for t in one), None, True, attention) for s, e in row
+            ]
+            rows.append(torch.cat(parts, dim=2))
+        return torch.cat(rows)
 
     def _sdpa(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, attention: str
@@ -408,13 +436,20 @@ class Transformer(nn.Module):
             )
         x = self.embed(idx)  # (B, T, C)
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)  # (T, D)
-        mask = None
+        mask, spans = None, None
         if segments is not None:
-            causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()  # (T, T)
-            allowed = (segments[:, :, None] == segments[:, None, :]) & causal  # (B, T, T)
-            mask = torch.zeros(allowed.shape, dtype=x.dtype, device=idx.device)
-            mask = mask.masked_fill_(~allowed, float("-inf")).unsqueeze(1)  # (B, 1, T, T)
-        a = AttentionInputs(cos, sin, self.attention, 0, mask, segments)
+            # Each document's own causal attention: the fused kernels run, and no (B, T, T) mask
+            # is built (SFT rows of 3,072: 2.4 s a step against 1.5 on 2 cores, benchmarks/
+            # bench_model.py). Under torch.compile (or with an id that comes back after another)
+            # the block-diagonal mask instead: a row's layout would recompile the graph.
+            if not torch.compiler.is_compiling():
+                spans = segment_spans(segments)
+            if spans is None:
+                causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()  # (T, T)
+                allowed = (segments[:, :, None] == segments[:, None, :]) & causal  # (B, T, T)
+                mask = torch.zeros(allowed.shape, dtype=x.dtype, device=idx.device)
+                mask = mask.masked_fill_(~allowed, float("-inf")).unsqueeze(1)  # (B, 1, T, T)
+        a = AttentionInputs(cos, sin, self.attention, 0, mask, segments, spans)
         with self._sdpa_context():
             for layer in self.layers:
                 x = layer(x, a)
