@@ -16,6 +16,8 @@ Architecture choices, and why:
   instead of falling back. `enable_gqa` works in the flash and math kernels only, so kv heads are
   expanded for `mem_efficient` (the 2060's kernel) and for `auto` on CUDA. The backend is read at
   call time from the model's `attention` attribute: moving the model needs no bookkeeping.
+  Packed training rows (chat SFT) run each document's attention causal on its own, so the fused
+  kernels serve them too; a (B, T, T) mask only under torch.compile.
 - Decoding one token against the KV cache under `auto`/`math` skips SDPA's dispatch: two small
   matmuls and a softmax, the math kernel's computation (generation.py has the cache and loop).
 - Short convolutions (`conv_layers`): LFM2's gated depthwise convolution in place of attention in
@@ -197,9 +199,10 @@ class Attention(nn.Module):
         """Packed rows: each document's causal attention on its own, no (T, T) mask."""
         rows = []
         for b, row in enumerate(spans):
-            one = (q[b : b + 1], k[b : b + 1], v[b : b + 1])
+            qb, kb, vb = q[b : b + 1], k[b : b + 1], v[b : b + 1]
             parts = [
-                self._sdpa(*(t[:, :, s:e] for t in one), None, True, attention) for s, e in row
+                self._sdpa(qb[:, :, s:e], kb[:, :, s:e], vb[:, :, s:e], None, True, attention)
+                for s, e in row
             ]
             rows.append(torch.cat(parts, dim=2))
         return torch.cat(rows)
@@ -438,10 +441,10 @@ class Transformer(nn.Module):
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)  # (T, D)
         mask, spans = None, None
         if segments is not None:
-            # Each document's own causal attention: the fused kernels run, and no (B, T, T) mask
-            # is built (SFT rows of 3,072: 2.4 s a step against 1.5 on 2 cores, benchmarks/
-            # bench_model.py). Under torch.compile (or with an id that comes back after another)
-            # the block-diagonal mask instead: a row's layout would recompile the graph.
+            # Each document's own causal attention: the fused kernel runs, and no (B, T, T) mask
+            # is built (the CPU SFT's step 1.6 times faster, benchmarks/bench_packed_attention.py).
+            # Under torch.compile (or with an id that comes back after another) the block-diagonal
+            # mask instead: each row's layout would otherwise recompile the graph.
             if not torch.compiler.is_compiling():
                 spans = segment_spans(segments)
             if spans is None:
