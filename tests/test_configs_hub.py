@@ -124,7 +124,7 @@ def test_sft_runs_start_from_their_base_run() -> None:
         first = {"warmup-cpu": "smoke-cpu-copy", "warmup-cpu-long": "smoke-cpu-copy-long"}
         base_model = _run(first.get(base, base)).config.model
         assert cfg.model.model_dump(exclude=network) == base_model.model_dump(exclude=network)
-    assert _run("sft-5090").config.hardware.attention != "flash"  # packed rows need a mask
+    assert _run("sft-5090").config.hardware.attention != "flash"  # compiled: a mask
 
 
 def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> None:

@@ -473,6 +473,26 @@ def test_packed_rows_train_as_the_block_diagonal_mask_does(tiny_config, monkeypa
         torch.testing.assert_close(a, b)
 
 
+def test_packed_rows_take_the_mask_under_torch_compile(tiny_config, monkeypatch):
+    """Traced by torch.compile, packed rows take the block-diagonal mask (one graph for every
+    row layout), which is why a compiled chat run cannot use the flash kernel (sft-5090.yaml)."""
+    cfg = tiny_config()
+    model = build_model(cfg).eval()
+    masks = []
+    sdpa = F.scaled_dot_product_attention
+
+    def recording(q, k, v, attn_mask=None, is_causal=False, **kw):
+        masks.append(attn_mask)
+        return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kw)
+
+    monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", recording)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    row = torch.randint(0, cfg.vocab_size, (1, 8))
+    with torch.no_grad():
+        model(row, segments=torch.tensor([[0] * 5 + [1] * 3]))
+    assert masks and all(m is not None and m.shape == (1, 1, 8, 8) for m in masks)
+
+
 def test_a_segment_id_that_comes_back_is_one_document():
     """Ids 0, 1, 0: not a packed row; the third run still reads the first (the mask's rule)."""
     assert model_module.segment_spans(torch.tensor([[0, 0, 1, 1, 2]])) == [[(0, 2), (2, 4), (4, 5)]]
