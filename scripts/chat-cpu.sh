@@ -13,10 +13,9 @@
 #
 # --runs DIR puts the runs under DIR (default runs/); --seed S sets train.seed of every run (the
 # benchmarks' medians of 3 seeds); --long is the longer recipe (not CI's: the *-long.yaml twins of
-# the three runs, the base's records beside its book rows, recall records with longer keys in the
-# warm-up and three times the fine-tuning's steps, into DIR/*-long; 15-20 min), the one that meets
-# issue 35's chat targets at the median of 3 seeds (benchmarks/CHAT.md, fourteenth and sixteenth
-# sessions); --no-chat
+# the three runs, the base's records beside its book rows and 360 fine-tuning steps of 5 rows,
+# into DIR/*-long; 15-20 min), whose base also meets issue 35's bits-per-byte and letters targets
+# (benchmarks/CHAT.md, sixteenth session); --no-chat
 # stops after training (CI's chat stage exports the result to GGUF and serves it to the
 # assistant). Other arguments go to the chat:
 # scripts/chat-cpu.sh --system "Eres Enlace." --temperature 0.5

@@ -129,28 +129,36 @@ def test_sft_runs_start_from_their_base_run() -> None:
 
 def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> None:
     """`scripts/chat-cpu.sh --long` runs the *-long.yaml twins of the script's runs: the base with
-    its records beside the book rows, the warm-up with longer recall keys, the fine-tuning with
-    three times the steps, each from the run before it, so what the recipe measures is those
-    changes, not a drifted copy."""
-    long_keys = ["=", " de ", " del ", " en ", " de la "]
+    its records beside the book rows, the fine-tuning with more rows and steps, each from the run
+    before it, so what the recipe measures is those changes, not a drifted copy."""
     twins = {
         "smoke-cpu-copy": {"copy_records_beside": True, "copy_records_share": 0.75,
                            "copy_records_steps": 438},
-        "warmup-cpu": {"copy_records_joins": long_keys, "init_from": "runs/smoke-cpu-copy-long"},
-        "sft-cpu": {"max_steps": 360, "decay_steps": 120, "eval_every": 360,
-                    "checkpoint_every": 120, "init_from": "runs/warmup-cpu-long"},
+        "warmup-cpu": {"init_from": "runs/smoke-cpu-copy-long"},
+        "sft-cpu": {"global_batch_size": 5, "max_steps": 360, "decay_steps": 120,
+                    "eval_every": 360, "checkpoint_every": 120, "init_from": "runs/warmup-cpu-long"},
     }  # fmt: skip
+    rows = {"sft-cpu": {"micro_batch_size": 5}}  # the long one's 5 rows a step
     for short_name, changed in twins.items():
         short, long = _run(short_name).config, _run(f"{short_name}-long").config
         assert {k: getattr(long.train, k) for k in changed} == changed, short_name
-        # CI's script: the records of before, in place of rows
-        assert short.train.copy_records_joins == ["="] and not short.train.copy_records_beside
         keep = set(changed)
         assert long.train.model_dump(exclude=keep) == short.train.model_dump(exclude=keep)
-        for section in ("hardware", "model", "data"):
+        hardware = rows.get(short_name, {})
+        assert {k: getattr(long.hardware, k) for k in hardware} == hardware, short_name
+        assert long.hardware.model_dump(exclude=set(hardware)) == short.hardware.model_dump(
+            exclude=set(hardware)
+        )
+        for section in ("model", "data"):
             assert getattr(long, section) == getattr(short, section), (short_name, section)
-    sft = _run("sft-cpu").config.train
-    assert (sft.max_steps, sft.decay_steps) == (120, 40)  # the long one's 360 is three times it
+    # CI's script: the base's records of before, in place of rows; the warm-up's longer keys
+    base = _run("smoke-cpu-copy").config.train
+    assert base.copy_records_joins == ["="] and not base.copy_records_beside
+    long_keys = ["=", " de ", " del ", " en ", " de la "]
+    assert _run("warmup-cpu").config.train.copy_records_joins == long_keys
+    sft = _run("sft-cpu").config
+    steps = (sft.train.global_batch_size, sft.train.max_steps, sft.train.decay_steps)
+    assert steps == (4, 300, 100) and sft.hardware.micro_batch_size == 4  # one micro-batch a step
 
 
 def test_byte_chat_vocabulary_agrees_with_the_tokenizer() -> None:
