@@ -1,15 +1,15 @@
 """The SFT's training step on packed rows, two ways side by side in one process: each document's
-attention causal on its own (the model's way since issue 35's eighteenth session: the fused
-kernel) against the block-diagonal (B, 1, T, T) mask (what it did before, and still does under
-torch.compile).
+attention causal on its own (the model's way since issue 35's eighteenth session) against the
+block-diagonal (B, 1, T, T) mask (what it did before, and still does under torch.compile).
 
     uv run python benchmarks/bench_packed_attention.py [--threads 2] [--rounds 5] [--batch 5] [--seq 3072]
 
 The shape is the CPU chat recipe's fine-tuning (configs/runs/sft-cpu.yaml: model/smoke.yaml at
 3,072 positions, 5 rows a step), rows packed like the chat loader's from conversations of 400 to
 2,910 positions (the script's chat set: 1,294 on average, up to 2,910 with the assistant's tool
-specs and memories in the system prompt), the rest of a row padding. One step = forward, backward and an AdamW step. Rounds alternate the two ways
-so that drift in the machine's load hits both; medians over the rounds, the load average printed.
+specs and memories in the system prompt), the rest of a row padding. One step = forward, backward
+and an AdamW step. Rounds alternate the two ways so that drift in the machine's load hits both;
+medians over the rounds, the load average printed.
 Both ways are checked to give the same loss first.
 """
 

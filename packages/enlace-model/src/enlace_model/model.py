@@ -16,8 +16,9 @@ Architecture choices, and why:
   instead of falling back. `enable_gqa` works in the flash and math kernels only, so kv heads are
   expanded for `mem_efficient` (the 2060's kernel) and for `auto` on CUDA. The backend is read at
   call time from the model's `attention` attribute: moving the model needs no bookkeeping.
-  Packed training rows (chat SFT) run each document's attention causal on its own, so the fused
-  kernels serve them too; a (B, T, T) mask only under torch.compile.
+  Packed training rows (chat SFT) run each document's attention causal on its own: no (B, T, T)
+  mask to build and read, no work across documents, and CUDA's flash kernel (which takes no
+  mask) can serve them; the mask only under torch.compile.
 - Decoding one token against the KV cache under `auto`/`math` skips SDPA's dispatch: two small
   matmuls and a softmax, the math kernel's computation (generation.py has the cache and loop).
 - Short convolutions (`conv_layers`): LFM2's gated depthwise convolution in place of attention in
@@ -441,8 +442,8 @@ class Transformer(nn.Module):
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)  # (T, D)
         mask, spans = None, None
         if segments is not None:
-            # Each document's own causal attention: the fused kernel runs, and no (B, T, T) mask
-            # is built (the CPU SFT's step 1.6 times faster, benchmarks/bench_packed_attention.py).
+            # Each document's own causal attention: no (B, T, T) mask, no work across documents
+            # (the CPU SFT's step 1.73 times faster, benchmarks/bench_packed_attention.py).
             # Under torch.compile (or with an id that comes back after another) the block-diagonal
             # mask instead: each row's layout would otherwise recompile the graph.
             if not torch.compiler.is_compiling():
