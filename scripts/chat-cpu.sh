@@ -12,7 +12,7 @@
 #   scripts/chat-cpu.sh [--runs DIR] [--seed S] [--long] [--no-chat] [chat options]
 #
 # --runs DIR puts the runs under DIR (default runs/); --seed S sets train.seed of every run (the
-# benchmarks' medians of 3 seeds); --long is the longer recipe (not CI's: the *-long.yaml twins of
+# benchmarks' medians over seeds); --long is the longer recipe (not CI's: the *-long.yaml twins of
 # the three runs, the base's records beside its book rows and 360 fine-tuning steps of 5 rows,
 # into DIR/*-long; 15-20 min), whose base also meets issue 35's bits-per-byte and letters targets
 # (benchmarks/CHAT.md, sixteenth session); --no-chat
