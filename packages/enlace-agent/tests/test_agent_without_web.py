@@ -1,8 +1,7 @@
 """`pip install enlace-agent` without the `web` extra (issue 36): the household core needs no web
 framework, so memory, snapshots, doctor, the terminal chat with --person, the shopping list, the
 services and the model versions all run from the built wheel in a fresh environment where
-Starlette is absent. Built with `uv build` and installed offline from uv's cache, as
-scripts/check_promises.sh builds and installs them."""
+Starlette is absent. Built and installed offline from uv.lock and uv's cache (see `slim`)."""
 
 from __future__ import annotations
 
@@ -21,21 +20,25 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def slim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment with the built enlace-config and enlace-agent wheels, no
-    extras; its bin folder."""
+    """A fresh virtual environment with enlace-config and enlace-agent built as wheels and
+    installed without extras or dev tools; its bin folder.
+
+    `uv sync --no-editable` builds the two wheels with their backend (what `uv build` runs) and
+    takes every other package from uv.lock's own file addresses, which this package's environment
+    has just put in uv's cache: offline, whatever the cache holds of the index. (Installing the
+    built wheels with `uv pip install` resolves httpx from the index instead, which an offline run
+    finds only when something else happened to fetch it; on a clean CI clone nothing has.)"""
     where = tmp_path_factory.mktemp("slim")
     machine = {k: v for k, v in os.environ.items() if not k.startswith("VIRTUAL_ENV")}
     machine["UV_OFFLINE"] = "1"
-
-    def uv(*args: str) -> None:
-        done = subprocess.run(["uv", *args], cwd=ROOT, env=machine, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-
-    for package in ("enlace-config", "enlace-agent"):
-        uv("build", "-q", "--package", package, "--wheel", "--out-dir", str(where / "dist"))
-    uv("venv", "-q", "--python", sys.executable, str(where / "venv"))
-    wheels = sorted(str(w) for w in (where / "dist").glob("*.whl"))
-    uv("pip", "install", "-q", "--python", str(where / "venv" / "bin" / "python"), *wheels)
+    machine["UV_PROJECT_ENVIRONMENT"] = str(where / "venv")
+    sync = ["uv", "sync", "-q", "--locked", "--exact", "--package", "enlace-agent"]
+    sync += ["--no-dev", "--no-editable", "--python", sys.executable]
+    done = subprocess.run(sync, cwd=ROOT, env=machine, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    site = next((where / "venv" / "lib").glob("*/site-packages"))
+    assert (site / "enlace_agent" / "assistant").is_dir(), "not installed from a wheel"
+    assert not list(site.glob("enlace_*.pth")), "installed editable, not from the wheels"
     return where / "venv" / "bin"
 
 
