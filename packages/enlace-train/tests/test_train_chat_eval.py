@@ -94,6 +94,24 @@ def test_right_tool_wrong_city_scores_no_argument_fidelity() -> None:
     assert r.argument_fidelity == 0.0
 
 
+def test_each_failed_prompt_is_kept_with_its_question_and_reply() -> None:
+    """`misses`: every prompt that fails fidelity (the wrong city) with the question it was asked,
+    what the search had to name and the reply; the references leave none."""
+    assert measure(scripted()).misses == []
+    r = measure(
+        scripted(lambda t: re.sub(r'"consulta": "[^"]*"', '"consulta": "tiempo Madrid"', t))
+    )
+    fidelity = [m for m in r.misses if m["measure"] == "fidelity"]
+    assert len(fidelity) == r.fidelity_prompts and r.fidelity_prompts >= 15
+    asked = {
+        m["content"] for c in CONVS if "expect" in c for m in c["messages"] if m["role"] == "user"
+    }
+    for m in fidelity:
+        assert m["question"] in asked and "tiempo Madrid" in m["reply"]
+        assert all(e.lower() not in "tiempo madrid" for e in m["expected"])
+    assert all(m["measure"] == "fidelity" for m in r.misses)  # the answers stay grounded
+
+
 def test_an_answer_with_another_number_is_not_grounded_and_is_invented() -> None:
     def other_numbers(text: str) -> str:
         if "<tool_call>" in text:
@@ -161,6 +179,18 @@ def test_eval_chat_cli_on_a_checkpoint_and_a_data_file(tmp_path) -> None:
     assert done.stdout.startswith("chat: turn endings ")
     row = json.loads(done.stdout.splitlines()[1])
     assert row["chat_eval_conversations"] == 6 and "chat_argument_fidelity" in row
+    # an untrained model fails every search: --misses writes each, one JSON object a line
+    misses = tmp_path / "misses.jsonl"
+    done = _eval_chat(
+        str(checkpoint), str(data), "--conversations", "40", "--max-tokens", "4", "--misses",
+        str(misses),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout.splitlines()[1])
+    kept = [json.loads(line) for line in misses.read_text(encoding="utf-8").splitlines()]
+    expected = sum(row[f"chat_{k}_prompts"] for k in ("fidelity", "grounded", "memory"))
+    assert len(kept) == expected > 0
+    assert {"measure", "question", "expected", "reply"} == set(kept[0])
     bad = _eval_chat(str(checkpoint), str(tmp_path / "missing"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 

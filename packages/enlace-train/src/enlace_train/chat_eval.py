@@ -30,6 +30,9 @@ states. Values are compared without accents or case, as whole words. The measure
   search, a greeting, a question a memory answers), the share that call it: a false fact written
   into the family's memory.
 A model that learned the format but not the content scores tool_call 100 % and fidelity 0.
+Each prompt that fails argument fidelity, memory fidelity or grounding is kept in `misses` (its
+question, what was expected, the reply): `eval-chat --misses FILE` writes them, so a figure's
+failures can be read by kind (a wrong query, a call never closed, an answer in words).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -77,6 +80,7 @@ class Case:
     entities: tuple[str, ...]  # first reply: what the call's arguments must name
     facts: tuple[str, ...]  # after a result: what the reply must state
     given: str  # after a result: the question and the result, whose values a reply may repeat
+    question: str = ""  # the last user message before the reply (for the misses)
 
 
 @dataclass
@@ -98,6 +102,8 @@ class ChatEval:
     memory_prompts: int
     memory_fidelity: float | None
     spurious_memory_writes: float | None
+    # the failed prompts of fidelity, memory and grounded (`score`): not a metric, not in row()
+    misses: list[dict[str, Any]] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         """The metrics.jsonl fields (chat_*)."""
@@ -193,7 +199,8 @@ def cases(
             action = calls[0]["function"]["arguments"].get(ACTION) if calls else None
             key = "memory" if tool == REMEMBER_TOOL_NAME else "query"
             entities = tuple(expect.get(key, ())) if tool else ()
-            out.append(Case(prompt, True, tool, action, bool(tools), entities, (), ""))
+            question = _question(messages, first)
+            out.append(Case(prompt, True, tool, action, bool(tools), entities, (), "", question))
             found = True
         after = _after_result(messages)
         if after is not None:
@@ -205,10 +212,16 @@ def cases(
                     m["content"] for m in messages[:after] if m["role"] in ("user", "tool")
                 )
                 facts = tuple(expect.get("answer", ()))
-                out.append(Case(prompt, False, None, None, bool(tools), (), facts, given))
+                question = _question(messages, after)
+                out.append(Case(prompt, False, None, None, bool(tools), (), facts, given, question))
                 found = True
         used += found
     return out, used
+
+
+def _question(messages: Sequence[dict[str, Any]], end: int) -> str:
+    """The last user message before messages[end]."""
+    return next((m["content"] for m in reversed(messages[:end]) if m["role"] == "user"), "")
 
 
 def _after_result(messages: Sequence[dict[str, Any]]) -> int | None:
@@ -233,6 +246,19 @@ def score(
 
     ended = [len(r) < limit for r in replies]  # the stop token is not returned
     tally: dict[str, list[bool]] = {k: [] for k in TALLIES}
+    misses: list[dict[str, Any]] = []
+
+    def miss(measure: str, case: Case, expected: Sequence[str], reply: Sequence[int]) -> None:
+        text = tokenizer.decode(list(reply))
+        misses.append(
+            {
+                "measure": measure,
+                "question": case.question,
+                "expected": list(expected),
+                "reply": text,
+            }
+        )
+
     for case, reply, end in zip(case_list, replies, ended, strict=True):
         calls = parse_tool_calls(reply, tokenizer)
         if case.first and case.tool != REMEMBER_TOOL_NAME:
@@ -248,9 +274,11 @@ def score(
             tally["tool"].append(call is not None)
             if case.entities:
                 query = " ".join(str(v) for v in call.arguments.values()) if call else ""
-                tally["memory" if case.tool == REMEMBER_TOOL_NAME else "fidelity"].append(
-                    call is not None and all(states(query, e) for e in case.entities)
-                )
+                measure = "memory" if case.tool == REMEMBER_TOOL_NAME else "fidelity"
+                named = call is not None and all(states(query, e) for e in case.entities)
+                tally[measure].append(named)
+                if not named:
+                    miss(measure, case, case.entities, reply)
         elif case.first:
             tally["spurious"].append(bool(calls))
             if case.offered:
@@ -258,7 +286,10 @@ def score(
         else:
             text = tokenizer.decode(list(reply))
             if case.facts:
-                tally["grounded"].append(calls == [] and all(states(text, f) for f in case.facts))
+                grounded = calls == [] and all(states(text, f) for f in case.facts)
+                tally["grounded"].append(grounded)
+                if not grounded:
+                    miss("grounded", case, case.facts, reply)
             tally["invention"].append(invented(text, case.given))
 
     def share(key: str) -> float | None:
@@ -283,6 +314,7 @@ def score(
         memory_prompts=len(tally["memory"]),
         memory_fidelity=share("memory"),
         spurious_memory_writes=share("memory_writes"),
+        misses=misses,
     )
 
 

@@ -311,7 +311,8 @@ def eval_chat_main(argv: Sequence[str]) -> int:
         "The chat measures of a model on held-out conversations (enlace_train/chat_eval.py\n"
         "defines them): turn endings, well-formed tool calls, argument fidelity (the search names\n"
         "the question's entities), grounded answers and invention after a tool result, spurious\n"
-        "calls. Prints one line, then the result as JSON (or writes it to --json).",
+        "calls. Prints one line, then the result as JSON (or writes it to --json); --misses\n"
+        "writes each failed prompt of fidelity, memory and grounded (question, expected, reply).",
         "enlace-train eval-chat runs/sft-cpu builtin --conversations 50",
     )
     p.add_argument(
@@ -337,6 +338,10 @@ def eval_chat_main(argv: Sequence[str]) -> int:
     p.add_argument(
         "--json", default=None, metavar="FILE", help="write the JSON result here instead of stdout"
     )
+    p.add_argument(
+        "--misses", default=None, metavar="FILE",
+        help="write the failed prompts here, one JSON object a line",
+    )  # fmt: skip
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.chat_eval import eval_checkpoint
@@ -352,6 +357,11 @@ def eval_chat_main(argv: Sequence[str]) -> int:
         return _fail(str(exc), exc, ns.debug)
     print(f"chat: {result.line()} | {checkpoint}")
     _json_out(ns.json, {"checkpoint": str(checkpoint), **result.row()})
+    if ns.misses:
+        import json
+
+        with open(ns.misses, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(m, ensure_ascii=False) + "\n" for m in result.misses)
     return 0
 
 
