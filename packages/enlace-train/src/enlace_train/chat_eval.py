@@ -80,7 +80,7 @@ class Case:
     entities: tuple[str, ...]  # first reply: what the call's arguments must name
     facts: tuple[str, ...]  # after a result: what the reply must state
     given: str  # after a result: the question and the result, whose values a reply may repeat
-    question: str = ""  # the last user message before the reply (for the misses)
+    question: str  # the last user message before the reply (for the misses)
 
 
 @dataclass
@@ -248,8 +248,7 @@ def score(
     tally: dict[str, list[bool]] = {k: [] for k in TALLIES}
     misses: list[dict[str, Any]] = []
 
-    def miss(measure: str, case: Case, expected: Sequence[str], reply: Sequence[int]) -> None:
-        text = tokenizer.decode(list(reply))
+    def miss(measure: str, case: Case, expected: Sequence[str], text: str) -> None:
         misses.append(
             {
                 "measure": measure,
@@ -278,7 +277,7 @@ def score(
                 named = call is not None and all(states(query, e) for e in case.entities)
                 tally[measure].append(named)
                 if not named:
-                    miss(measure, case, case.entities, reply)
+                    miss(measure, case, case.entities, tokenizer.decode(list(reply)))
         elif case.first:
             tally["spurious"].append(bool(calls))
             if case.offered:
@@ -289,7 +288,7 @@ def score(
                 grounded = calls == [] and all(states(text, f) for f in case.facts)
                 tally["grounded"].append(grounded)
                 if not grounded:
-                    miss("grounded", case, case.facts, reply)
+                    miss("grounded", case, case.facts, text)
             tally["invention"].append(invented(text, case.given))
 
     def share(key: str) -> float | None:
