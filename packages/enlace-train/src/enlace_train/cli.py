@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from enlace_config.contracts import DEBUG_HELP
@@ -110,6 +111,19 @@ def _number(
     return parse
 
 
+def _output_file(text: str) -> str:
+    """An argparse type: a file to write, in a folder that exists, so that a typo fails at once
+    (exit 2) and not with a traceback after the work it was to hold."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the folder {str(path.parent)!r} does not exist"
+        )
+    return text
+
+
 def _sampling_options(
     p: argparse.ArgumentParser,
     *,
@@ -183,8 +197,9 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument(
-        "--json", default=None, metavar="FILE", help="write the JSON result here instead of stdout"
-    )
+        "--json", type=_output_file, default=None, metavar="FILE",
+        help="write the JSON result here instead of stdout",
+    )  # fmt: skip
     return p
 
 
@@ -336,10 +351,11 @@ def eval_chat_main(argv: Sequence[str]) -> int:
     )  # fmt: skip
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument(
-        "--json", default=None, metavar="FILE", help="write the JSON result here instead of stdout"
-    )
+        "--json", type=_output_file, default=None, metavar="FILE",
+        help="write the JSON result here instead of stdout",
+    )  # fmt: skip
     p.add_argument(
-        "--misses", default=None, metavar="FILE",
+        "--misses", type=_output_file, default=None, metavar="FILE",
         help="write the failed prompts here, one JSON object a line",
     )  # fmt: skip
     ns = p.parse_args(list(argv))
@@ -414,7 +430,9 @@ def lm_eval_main(argv: Sequence[str]) -> int:
     p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="examples per task (a quick look)")
-    p.add_argument("--json", default=None, metavar="FILE", help="write the results here too")
+    p.add_argument(
+        "--json", type=_output_file, default=None, metavar="FILE", help="write the results here too"
+    )
     ns = p.parse_args(list(argv))
     try:
         from enlace_train.harness import run_lm_eval
