@@ -160,3 +160,20 @@ def test_tokenizer_of_another_corpus_beside_the_shards_exits_2(write_run, tmp_pa
     assert main([str(path)]) == 2
     err = capsys.readouterr().err
     assert "sp-the-real-one" in err and other.tokenizer_id in err and "tokenizer.model" in err
+
+
+@pytest.mark.parametrize(
+    ("verb", "option"),
+    [("eval", "--json"), ("eval-chat", "--json"), ("eval-chat", "--misses"), ("lm-eval", "--json")],
+)
+def test_output_files_are_checked_before_the_evaluation(verb, option, tmp_path, capsys):
+    # The positionals need not exist: the output file is refused while parsing, before any of
+    # the evaluation's work (whose result it was to hold) begins.
+    positionals = {"eval": ["runs/x", "book.txt"], "eval-chat": ["runs/x", "data"]}
+    args = [verb, *positionals.get(verb, ["runs/x"]), option]
+    for target, why in ((tmp_path / "nowhere" / "r.json", "does not exist"), (tmp_path, "folder")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, str(target)])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert why in err and str(target) in err and "Traceback" not in err
