@@ -27,19 +27,22 @@ REPO = Path(__file__).resolve().parents[1]
 BUSY_LOOP = "while True: pass"
 
 
-def trainer_tokens_per_s(config: str, spin: int, steps: int, out_dir: Path) -> float:
+def trainer_tokens_per_s(
+    config: str, steps: int, out_dir: Path, *overrides: str, log_every: int = 10
+) -> float:
+    """The real trainer on `config` for `steps` steps (fresh run directory, `overrides` last): the
+    median tokens/s of its log rows after the first."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    overrides = [
+    schedule = [
         f"run.out_dir={out_dir}",
-        f"hardware.openmp_spin_count={spin}",
         f"train.max_steps={steps}",
         "train.warmup_steps=5",
         f"train.decay_steps={steps // 3}",
-        "train.log_every=10",
+        f"train.log_every={log_every}",
         f"train.eval_every={steps}",
         f"train.checkpoint_every={steps}",
     ]
-    cmd = [sys.executable, "-m", "enlace_train.cli", config, *overrides]
+    cmd = [sys.executable, "-m", "enlace_train.cli", config, *schedule, *overrides]
     subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True)
     rows = [r for r in read_metrics(out_dir / "metrics.jsonl") if "tokens_per_s" in r]
     return statistics.median(r["tokens_per_s"] for r in rows[1:])
@@ -66,7 +69,11 @@ def main() -> None:
                 for rnd in range(args.rounds):
                     for spin in spins:
                         out = Path(tmp) / f"b{busy}-r{rnd}-s{spin}"
-                        runs[spin].append(trainer_tokens_per_s(args.config, spin, args.steps, out))
+                        runs[spin].append(
+                            trainer_tokens_per_s(
+                                args.config, args.steps, out, f"hardware.openmp_spin_count={spin}"
+                            )
+                        )
                         loads.append(os.getloadavg()[0])
                         print(f"  busy {busy} round {rnd} spin {spin:>7}: {runs[spin][-1]:7.0f} "
                               f"tok/s (load {loads[-1]:.1f})", flush=True)  # fmt: skip

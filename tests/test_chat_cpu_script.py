@@ -56,3 +56,17 @@ def test_the_script_trains_base_warm_up_and_chat_each_from_the_one_before(tmp_pa
             str(runs / n) for n in names[:2]
         ]
         assert all(_named(t, "train.seed") == "7" for t in trainings)
+
+
+def test_float32_trains_every_run_in_float32_and_by_default_the_profile_decides(tmp_path: Path):
+    from enlace_config import load_run_config
+
+    default = _trainings(tmp_path / "default")
+    assert not any(a.startswith("hardware.dtype=") for t in default for a in t)
+    dtypes = {load_run_config(REPO / t[0]).config.hardware.dtype for t in default}
+    # configs/hardware/cpu-bf16.yaml: CI's cores have its instructions
+    assert dtypes == {"bfloat16"}
+    for options in (("--float32",), ("--float32", "--long")):
+        trainings = _trainings(tmp_path / "-".join(options), *options)
+        assert len(trainings) == 3
+        assert all(_named(t, "hardware.dtype") == "float32" for t in trainings)

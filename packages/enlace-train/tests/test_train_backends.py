@@ -1,5 +1,5 @@
 """backends.py against simulated boards: what torch reports is substituted (the few torch.cuda
-functions backends.py calls), everything else is real."""
+and torch.cpu functions backends.py calls), everything else is real."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def simulate_gpu(monkeypatch: pytest.MonkeyPatch, board: str, *, bf16_arg: bool 
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     monkeypatch.setattr(backends, "_has_triton", lambda: True)
+
+
+def simulate_cpu(monkeypatch: pytest.MonkeyPatch, *, avx512_bf16: bool, amx: bool) -> None:
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
 
 
 def simulate_no_cuda(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
@@ -131,16 +136,37 @@ def test_cuda_with_too_old_driver_is_told_apart(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_cpu_allows_every_dtype(dtype):
+@pytest.mark.parametrize(("avx512_bf16", "amx"), [(True, False), (False, True)])
+def test_a_cpu_with_bfloat16_instructions_allows_every_dtype(monkeypatch, dtype, avx512_bf16, amx):
+    simulate_cpu(monkeypatch, avx512_bf16=avx512_bf16, amx=amx)
     profile = HardwareConfig.model_validate(
         {"device": "cpu", "dtype": dtype, "loss_scaling": dtype == "float16", "micro_batch_size": 2}
     )
     backend = setup_backend(profile)
+    assert "with bfloat16 instructions" in backend.board.describe()
     assert backend.board.device == "cpu"
     assert backend.grad_scaler().is_enabled() == (dtype == "float16")
     with backend.autocast():
         out = torch.ones(2, 2) @ torch.ones(2, 2)
     assert out.dtype == (backend.autocast_dtype or torch.float32)
+
+
+def test_bfloat16_on_a_cpu_without_its_instructions_is_refused_naming_float32(monkeypatch):
+    simulate_cpu(monkeypatch, avx512_bf16=False, amx=False)
+    profile = HardwareConfig.model_validate(
+        {"device": "cpu", "dtype": "bfloat16", "micro_batch_size": 2}
+    )
+    message = refused(profile)
+    assert "hardware.dtype=bfloat16" in message and "no bfloat16 instructions" in message
+    assert "hardware.dtype=float32" in message and "--float32" in message
+    assert "without bfloat16 instructions" in message  # the board, as described
+    for dtype in ("float32", "float16"):  # float16 still runs, to exercise the 2060's path
+        setup_backend(profile.model_copy(update={"dtype": dtype, "loss_scaling": True}))
+
+
+def test_a_torch_without_the_cpu_probes_is_not_assumed_to_have_bfloat16(monkeypatch):
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    assert backends._cpu_board().bf16_native is False  # pyright: ignore[reportPrivateUsage]
 
 
 def test_cpu_compile_needs_a_cxx_compiler(monkeypatch, tmp_path):

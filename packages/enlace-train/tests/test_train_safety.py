@@ -236,7 +236,9 @@ def test_every_checkpoint_replaced_is_bad_input_not_an_internal_error(base, tmp_
 
 # ----------------------------------------------------------------------------- 4. divergence
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_a_non_finite_loss_stops_the_run_naming_the_step(write_run, h, capsys, dtype):
+def test_a_non_finite_loss_stops_the_run_naming_the_step(write_run, h, capsys, monkeypatch, dtype):
+    # bfloat16's path on any CPU: where it lacks the instructions torch emulates them (slowly)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
     path = write_run(
         f"nan-{dtype}",
         hardware={"dtype": dtype},

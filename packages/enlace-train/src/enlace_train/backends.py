@@ -9,9 +9,11 @@ Rules (CUDA): a profile that names a compute capability runs on that board only,
 `hardware.allow_other_board` (the GPU check runs the 2060's float16 path on an H200 that way);
 bfloat16 needs it in silicon (sm_80+); flash attention needs sm_80+ and a 16-bit dtype;
 torch.compile needs Triton and sm_70+. A machine without CUDA is told apart from a driver too old
-for the torch build. On CPU, 16-bit autocast is allowed (slow, but it exercises the
-mixed-precision paths) and torch.compile needs a C++ compiler. The torch.cuda functions called
-here are few on purpose: the tests simulate boards by substituting exactly these.
+for the torch build. On CPU, bfloat16 needs AVX512-BF16 or AMX (where it has them, it is the
+faster dtype: configs/hardware/cpu-bf16.yaml); float16 autocast is allowed (slow, but it exercises
+the 2060's mixed-precision path) and torch.compile needs a C++ compiler. The torch.cuda and
+torch.cpu functions called here are few on purpose: the tests simulate boards by substituting
+exactly these.
 """
 
 from __future__ import annotations
@@ -51,13 +53,26 @@ class Board:
 
     def describe(self) -> str:
         if self.capability is None:
-            return f"{self.name}, no compute capability (CPU)"
+            bf16 = "with" if self.bf16_native else "without"
+            return f"{self.name}, no compute capability (CPU, {bf16} bfloat16 instructions)"
         major, minor = self.capability
         return f"{self.name}, compute capability {major}.{minor} (sm_{major}{minor})"
 
 
 def _cpu_board() -> Board:
-    return Board(device="cpu", name=f"CPU ({os.cpu_count()} cores)")
+    return Board(
+        device="cpu", name=f"CPU ({os.cpu_count()} cores)", bf16_native=_cpu_bf16_in_silicon()
+    )
+
+
+def _cpu_bf16_in_silicon() -> bool:
+    """AVX512-BF16 or AMX: bfloat16 matrix products in the CPU's instructions (on CI's 2 EPYC
+    cores the chat script's fine-tuning trains 1.33x faster, benchmarks/bench_cpu_dtype.py);
+    without them torch emulates bfloat16, slower than float32."""
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:  # a torch without these probes: do not assume the instructions
+        return False
 
 
 def _bf16_in_silicon(capability: tuple[int, int]) -> bool:
@@ -139,11 +154,18 @@ def check_profile(hw: HardwareConfig, board: Board) -> list[str]:
             problems.append(
                 "hardware.compile=true, but Triton is not installed (torch.compile needs it on CUDA)"
             )
-    elif board.device == "cpu" and hw.compile and _find_cxx() is None:
-        problems.append(
-            "hardware.compile=true, but no C++ compiler was found (torch.compile on CPU needs g++ "
-            "or clang++; set CXX or install one, or use hardware.compile=false)"
-        )
+    elif board.device == "cpu":
+        if hw.dtype == "bfloat16" and not board.bf16_native:
+            problems.append(
+                "hardware.dtype=bfloat16, but this CPU has no bfloat16 instructions (AVX512-BF16 "
+                "or AMX; torch would emulate them, slower than float32): use "
+                "hardware.dtype=float32 (scripts/chat-cpu.sh: --float32)"
+            )
+        if hw.compile and _find_cxx() is None:
+            problems.append(
+                "hardware.compile=true, but no C++ compiler was found (torch.compile on CPU needs "
+                "g++ or clang++; set CXX or install one, or use hardware.compile=false)"
+            )
     return problems
 
 
