@@ -1,7 +1,8 @@
 """Exact resumption on CPU: a run stopped by SIGTERM, or killed with -9 after a checkpoint, and then
 resumed by re-running the same command writes the same metrics.jsonl losses and ends with the same
 weights, bit for bit, as a run that never stopped; with gradient accumulation on (micro-batch 2,
-global batch 4), in float32 and in float16 with a GradScaler whose scale moves during the run.
+global batch 4), in float32, in float16 with a GradScaler whose scale moves during the run, and in
+bfloat16 autocast (the chat script's profile) on a CPU with bfloat16 instructions.
 
 The interrupted runs are real subprocesses (`python -m enlace_train RUN.yaml`); the references and
 the resumptions run in-process (same code, same single thread), which keeps the test fast."""
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from enlace_model.checkpoint import list_checkpoints, load_state_dict
+from enlace_train.backends import _cpu_bf16_in_silicon  # pyright: ignore[reportPrivateUsage]
 from enlace_train.errors import ResumeError
 from enlace_train.trainer import train
 
@@ -115,13 +117,10 @@ def test_kill_9_after_a_checkpoint_then_rerun_is_bit_exact(write_run, h, referen
     assert_same_run(h, ref.run_dir, run_dir)
 
 
-def test_float16_grad_scaler_sigterm_resume_is_bit_exact(write_run, h):
-    ref = train(h.load(write_run("ref16", hardware=FP16, train=LONG16)))
-    rows = h.metrics_rows(ref.run_dir)
-    scales = {r["loss_scale"] for r in rows if "loss_scale" in r}
-    assert rows[-2]["skipped_steps"] > 0 and len(scales) > 2  # the scaler's state matters here
-
-    path = write_run("cut16", hardware=FP16, train=LONG16)
+def sigterm_at_step_4_then_resume(write_run, h, name: str, hardware: dict) -> tuple[Path, str]:
+    """A LONG16 run stopped by SIGTERM after its fourth logged step, then resumed in-process: its
+    run directory and what the interrupted process printed."""
+    path = write_run(name, hardware=hardware, train=LONG16)
     run_dir = h.run_dir_of(path)
     proc = h.cli(str(path))
     wait_for(proc, lambda: logged_steps(run_dir) >= 4, "step 4")
@@ -129,12 +128,32 @@ def test_float16_grad_scaler_sigterm_resume_is_bit_exact(write_run, h):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert int(list_checkpoints(run_dir)[-1].name.split("_")[1]) < LONG16["max_steps"]
-
     train(h.load(path))
+    return run_dir, out
+
+
+def test_float16_grad_scaler_sigterm_resume_is_bit_exact(write_run, h):
+    ref = train(h.load(write_run("ref16", hardware=FP16, train=LONG16)))
+    rows = h.metrics_rows(ref.run_dir)
+    scales = {r["loss_scale"] for r in rows if "loss_scale" in r}
+    assert rows[-2]["skipped_steps"] > 0 and len(scales) > 2  # the scaler's state matters here
+
+    run_dir, _ = sigterm_at_step_4_then_resume(write_run, h, "cut16", FP16)
     assert_same_run(h, ref.run_dir, run_dir)
     assert [r.get("loss_scale") for r in h.metrics_rows(run_dir)] == [
         r.get("loss_scale") for r in rows
     ]
+
+
+@pytest.mark.skipif(
+    not _cpu_bf16_in_silicon(), reason="this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)"
+)
+def test_bfloat16_autocast_sigterm_resume_is_bit_exact(write_run, h):
+    bf16 = {"dtype": "bfloat16"}
+    ref = train(h.load(write_run("ref-bf16", hardware=bf16, train=LONG16)))
+    run_dir, out = sigterm_at_step_4_then_resume(write_run, h, "cut-bf16", bf16)
+    assert "': bfloat16, attention" in out  # the start-up line: this run trained in bfloat16
+    assert_same_run(h, ref.run_dir, run_dir)
 
 
 def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_used(write_run, h, caplog):
@@ -217,6 +236,21 @@ def test_the_openmp_spin_count_never_blocks_a_resume(tmp_path, h):
     for saved in (before_the_key, other_value):
         allowed = check_resume_allowed(saved, current, now.origins, checkpoint=tmp_path, step=3)
         assert [line.split(":")[0] for line in allowed] == ["hardware.openmp_spin_count"]
+
+
+def test_another_profile_name_resumes_but_not_another_dtype(tmp_path, h):
+    """A run the chat script began on configs/hardware/cpu.yaml resumes on cpu-bf16.yaml with
+    `--float32` (hardware.dtype=float32): the profile's name is a label; its dtype is arithmetic."""
+    from enlace_train.checkpointing import check_resume_allowed
+
+    now = h.load(h.make_run_file(tmp_path, "named", hardware={"name": "cpu-bf16"}))
+    current = now.to_dict()
+    saved = {**current, "hardware": {**current["hardware"], "name": "cpu"}}
+    allowed = check_resume_allowed(saved, current, now.origins, checkpoint=tmp_path, step=3)
+    assert [line.split(":")[0] for line in allowed] == ["hardware.name"]
+    saved["hardware"]["dtype"] = "bfloat16"
+    with pytest.raises(ResumeError, match=r"hardware\.dtype: 'bfloat16' -> 'float32'"):
+        check_resume_allowed(saved, current, now.origins, checkpoint=tmp_path, step=3)
 
 
 def test_a_key_newer_than_the_checkpoint_resumes_at_its_default_and_only_there(tmp_path, h):

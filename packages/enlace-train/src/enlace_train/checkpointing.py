@@ -78,6 +78,7 @@ RESUME_MAY_CHANGE = frozenset(
         "train.max_skipped_steps_in_a_row",
         "hardware.num_threads",  # the thread count actually used is checked apart (check_threads)
         "hardware.openmp_spin_count",  # how idle threads wait: speed only
+        "hardware.name",  # the profile's label: what it sets (dtype, ...) is checked key by key
         "run.out_dir",  # a run directory that was moved or copied is still the same run
         # evaluation and start-up checks only: they decide no number of the training itself
         "data.eval_text_files",
