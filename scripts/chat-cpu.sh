@@ -17,7 +17,7 @@
 # into DIR/*-long; 15-20 min), whose base also meets issue 35's bits-per-byte and letters targets
 # (benchmarks/CHAT.md, sixteenth session; in float32, as measured); --float32 trains the three runs
 # in float32, for a CPU without bfloat16 instructions (AVX512-BF16 or AMX), where enlace-train
-# refuses configs/hardware/cpu-bf16.yaml (1.24x slower on CI's cores); --no-chat
+# refuses configs/hardware/cpu-bf16.yaml (1.20x slower on CI's cores); --no-chat
 # stops after training (CI's chat stage exports the result to GGUF and serves it to the
 # assistant). Other arguments go to the chat:
 # scripts/chat-cpu.sh --system "Eres Enlace." --temperature 0.5

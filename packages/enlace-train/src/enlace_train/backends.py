@@ -67,7 +67,7 @@ def _cpu_board() -> Board:
 
 def _cpu_bf16_in_silicon() -> bool:
     """AVX512-BF16 or AMX: bfloat16 matrix products in the CPU's instructions (on CI's 2 EPYC
-    cores the chat script's fine-tuning trains 1.33x faster, benchmarks/bench_cpu_dtype.py);
+    cores the chat script's fine-tuning trains 1.27x faster, benchmarks/bench_cpu_dtype.py);
     without them torch emulates bfloat16, slower than float32."""
     try:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
