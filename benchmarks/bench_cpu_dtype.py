@@ -23,15 +23,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
 from bench_cpu_wait import REPO, trainer_tokens_per_s
 from enlace_config import load_run_config
+from enlace_train.backends import cpu_bf16_in_silicon
 
 STAGES = {
     "base": "configs/runs/smoke-cpu-copy.yaml",
     "warm-up": "configs/runs/warmup-cpu.yaml",
     "fine-tuning": "configs/runs/sft-cpu.yaml",
 }
+# The warm-up set's options as scripts/chat-cpu.sh writes them (tests/test_chat_cpu_script.py
+# keeps the two the same).
+WARMUP_DATA_OPTIONS = (
+    "--household-requests", "--searches", "0.3", "--plain", "0.2", "--builtin-size", "5000",
+)  # fmt: skip
 
 
 def build_data(tmp: Path) -> dict[str, list[str]]:
@@ -43,10 +48,8 @@ def build_data(tmp: Path) -> dict[str, list[str]]:
     )  # fmt: skip
     tools.write_text(spec.stdout, encoding="utf-8")
     chat = [sys.executable, "-m", "enlace_data.cli", "chat", "builtin"]
-    warmup_options = ["--household-requests", "--searches", "0.3", "--plain", "0.2"]
     subprocess.run(
-        [*chat, str(tmp / "warmup-data"), "--tools", str(tools), *warmup_options,
-         "--builtin-size", "5000"],
+        [*chat, str(tmp / "warmup-data"), "--tools", str(tools), *WARMUP_DATA_OPTIONS],
         cwd=REPO, check=True, capture_output=True,
     )  # fmt: skip
     subprocess.run(
@@ -79,9 +82,8 @@ def main() -> None:
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
     threads = [] if args.threads is None else [f"hardware.num_threads={args.threads}"]
-    silicon = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()  # pyright: ignore[reportPrivateUsage]
     print(
-        f"{os.cpu_count()} CPUs (bfloat16 instructions: {'yes' if silicon else 'no'}), "
+        f"{os.cpu_count()} CPUs (bfloat16 instructions: {'yes' if cpu_bf16_in_silicon() else 'no'}), "
         f"{args.steps} steps a run, {args.rounds} rounds"
     )
     with tempfile.TemporaryDirectory() as tmp:

@@ -70,3 +70,14 @@ def test_float32_trains_every_run_in_float32_and_by_default_the_profile_decides(
         trainings = _trainings(tmp_path / "-".join(options), *options)
         assert len(trainings) == 3
         assert all(_named(t, "hardware.dtype") == "float32" for t in trainings)
+
+
+def test_the_speed_bench_builds_the_warm_up_set_as_the_script_does(monkeypatch) -> None:
+    """benchmarks/bench_cpu_dtype.py times the warm-up on the rows the script trains on."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    options = importlib.import_module("bench_cpu_dtype").WARMUP_DATA_OPTIONS
+    script = (REPO / "scripts" / "chat-cpu.sh").read_text().replace("\\\n", " ")
+    warm_up = next(line for line in script.splitlines() if '"$runs/warmup-data" --tools' in line)
+    assert warm_up.split('assistant-tools.json"', 1)[1].split() == list(options)

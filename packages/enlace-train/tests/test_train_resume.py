@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from enlace_model.checkpoint import list_checkpoints, load_state_dict
-from enlace_train.backends import _cpu_bf16_in_silicon  # pyright: ignore[reportPrivateUsage]
+from enlace_train.backends import cpu_bf16_in_silicon
 from enlace_train.errors import ResumeError
 from enlace_train.trainer import train
 
@@ -146,7 +146,7 @@ def test_float16_grad_scaler_sigterm_resume_is_bit_exact(write_run, h):
 
 
 @pytest.mark.skipif(
-    not _cpu_bf16_in_silicon(), reason="this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)"
+    not cpu_bf16_in_silicon(), reason="this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)"
 )
 def test_bfloat16_autocast_sigterm_resume_is_bit_exact(write_run, h):
     bf16 = {"dtype": "bfloat16"}

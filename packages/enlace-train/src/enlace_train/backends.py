@@ -61,11 +61,11 @@ class Board:
 
 def _cpu_board() -> Board:
     return Board(
-        device="cpu", name=f"CPU ({os.cpu_count()} cores)", bf16_native=_cpu_bf16_in_silicon()
+        device="cpu", name=f"CPU ({os.cpu_count()} cores)", bf16_native=cpu_bf16_in_silicon()
     )
 
 
-def _cpu_bf16_in_silicon() -> bool:
+def cpu_bf16_in_silicon() -> bool:
     """AVX512-BF16 or AMX: bfloat16 matrix products in the CPU's instructions (on CI's 2 EPYC
     cores the chat script's fine-tuning trains 1.27x faster, benchmarks/bench_cpu_dtype.py);
     without them torch emulates bfloat16, slower than float32."""
