@@ -6,9 +6,11 @@
 - Past the model's context the window slides: the last context/2 tokens of each sequence are read
   again (one prefill) into a fresh cache and decoding goes on, so `generate(model, [ids], 500)`
   works on a model of context 128. A prompt as long as the context keeps its last context/2 tokens.
-- A batch of prompts of different lengths is left-padded. Each sequence's rotary positions start
-  at 0 at its first real token and an additive mask hides the padding, so every sequence gets the
-  tokens it would get alone (tests check this against full recomputation in float64).
+- A batch of prompts of different lengths is left-padded: each prompt is prefilled alone into its
+  row of the cache after its padding (plain causal attention, no (B, 1, P, P) mask), then the
+  batch decodes together, each sequence's rotary positions starting at 0 at its first real token
+  and an additive mask hiding the padding, so every sequence gets the tokens it would get alone
+  (tests check this against full recomputation in float64).
 - The prompt goes through `Transformer.forward_cached`. Decoding steps in float32/float64 under
   the `auto` and `math` backends take `_decode_step`: the same network as functional calls, q|k|v
   and gate|up stacked, on CPU the thread pool given to the matmuls only (per-token overhead, not
@@ -154,12 +156,7 @@ def _decode_window(
     with torch.inference_mode():
         cache = model.new_cache(B, L)
         pads = [P - len(p) for p in prompts]
-        idx = torch.tensor(
-            [[0] * pad + list(p) for pad, p in zip(pads, prompts, strict=True)],
-            dtype=torch.long,
-            device=device,
-        )  # (B, P)
-        positions = key_mask = prefill_mask = None
+        positions = key_mask = None
         if any(pads):
             pad_t = torch.tensor(pads, device=device)  # (B,)
             slots = torch.arange(L, device=device)  # (L,)
@@ -167,15 +164,10 @@ def _decode_window(
             real = slots.unsqueeze(0) >= pad_t.unsqueeze(1)  # (B, L): slot holds a real token
             key_mask = torch.zeros(B, 1, 1, L, device=device, dtype=dtype)
             key_mask.masked_fill_(~real.view(B, 1, 1, L), float("-inf"))  # (B, 1, 1, L)
-            causal = torch.ones(P, P, dtype=torch.bool, device=device).tril()  # (P, P)
-            # A padding query sees only itself, so no softmax row is empty (no NaN anywhere).
-            allowed = (causal & real[:, None, :P]) | torch.eye(P, dtype=torch.bool, device=device)
-            prefill_mask = torch.zeros(B, 1, P, P, device=device, dtype=dtype)
-            prefill_mask.masked_fill_(~allowed.view(B, 1, P, P), float("-inf"))  # (B, 1, P, P)
-
-        logits = model.forward_cached(
-            idx, cache, 0, None if positions is None else positions[:, :P], prefill_mask
-        )  # (B, V)
+            logits = _prefill_each(model, prompts, pads, cache)  # (B, V)
+        else:
+            idx = torch.tensor(prompts, dtype=torch.long, device=device)  # (B, P)
+            logits = model.forward_cached(idx, cache, 0)  # (B, V)
         fast = model.attention in ("auto", "math") and dtype in (torch.float32, torch.float64)
         tables = _decode_tables(model) if fast else None
         step_ids = torch.empty(B, 1, dtype=torch.long, device=device)  # reused every step
@@ -193,6 +185,31 @@ def _decode_window(
             else:
                 step_ids.copy_(nxt.view(B, 1))
                 logits = model.forward_cached(step_ids, cache, s, at, step_mask)
+
+
+def _prefill_each(
+    model: Transformer, prompts: list[list[int]], pads: list[int], cache: Sequence[LayerCache]
+) -> Tensor:
+    """Left-padded prompts' prefill, one prompt at a time, each written into its row of `cache`
+    after its padding, whose slots are zeroed (the decoding mask hides them; zeros keep NaN out of
+    q·k and are what a convolution reads before a first position) → last logits (B, V).
+
+    Alone, a prompt's attention is plain causal (the fused kernel, no mask): the batched prefill
+    with a (B, 1, P, P) mask read 2.2 GB of mask for 64 prompts of 2,900 tokens and ran the chat
+    evaluation's prefill ~3x slower (benchmarks/bench_generation.py)."""
+    logits = []
+    for row, (pad, prompt) in enumerate(zip(pads, prompts, strict=True)):
+        own: list[LayerCache] = []
+        for first, second in cache:
+            if first.dim() == 4:  # keys and values (B, KV, L, D)
+                first[row, :, :pad].zero_()
+                second[row, :, :pad].zero_()
+                own.append((first[row : row + 1, :, pad:], second[row : row + 1, :, pad:]))
+            else:  # a short convolution's b * x (B, L, C), zeroed already
+                own.append((first[row : row + 1, pad:], second))
+        idx = torch.tensor([prompt], dtype=torch.long, device=first.device)  # (1, T)
+        logits.append(model.forward_cached(idx, own, 0))
+    return torch.cat(logits)  # (B, V)
 
 
 class Sampling(TypedDict, total=False):

@@ -334,9 +334,10 @@ def evaluate_conversations(
     return score(found, replies, max_tokens, tokenizer, used)
 
 
-# Prompts decoded together: memory grows with the group (the smoke model at 3,072 positions took
-# 12.5 GB for 184 prompts in one batch, and `eval-chat --conversations 400` was killed on 24 GB);
-# a group of 64 keeps it near 4 GB. Only memory and speed depend on it, not the replies.
+# Prompts decoded together. Each is prefilled alone (enlace_model.generation), so a group's memory
+# is mostly its KV cache, ~6.6 MB a prompt for the smoke model at 3,072 positions (the batched
+# prefill's mask once took 12.5 GB for 184 prompts); decoding pads a group to its longest prompt,
+# hence groups of similar lengths. Only memory and speed depend on it, not the replies.
 REPLY_BATCH = 64
 
 
