@@ -473,69 +473,6 @@ def test_packed_rows_train_as_the_block_diagonal_mask_does(tiny_config, monkeypa
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"conv_layers": [0]}], ids=["attention", "conv"])
-def test_untrained_documents_do_not_run_and_the_loss_and_gradients_stay(
-    tiny_config, overrides, monkeypatch
-):
-    """With targets, a document none of whose targets is trained (a row's padding, a conversation
-    cut before its reply) does not run: the trained ones go through the network one after another
-    in one sequence, with the loss, its parts and the gradients of running everything (their
-    logits too; the others' are zero)."""
-    cfg = tiny_config(**overrides)
-    row = torch.randint(0, cfg.vocab_size, (2, 12))
-    segments = torch.tensor([[0] * 5 + [1] * 4 + [2] * 3, [0] * 3 + [1] * 6 + [2] * 3])
-    targets = row.roll(-1, 1)
-    targets[0, 9:] = -1  # row 0's padding
-    targets[1, 3:9] = -1  # row 1's middle document: never trained
-    targets[1, 2] = -1  # and some untrained positions inside trained documents
-    targets[0, 5:7] = -1
-    weights = torch.rand(2, 12, dtype=torch.float64) + 0.5
-    trained = torch.ones(2, 12, dtype=torch.bool)
-    trained[0, 9:] = trained[1, 3:9] = False
-    torch.manual_seed(0)
-    model = build_model(cfg).double()
-    lengths, widths = [], []
-    sdpa = F.scaled_dot_product_attention
-
-    def recording(q, k, v, attn_mask=None, is_causal=False, **kw):
-        lengths.append(q.shape[2])
-        return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kw)
-
-    monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", recording)
-    model.layers[-1].mlp.register_forward_hook(lambda m, args, out: widths.append(args[0].shape))
-
-    def run():
-        model.zero_grad()
-        out = model(row, targets, segments, weights, z_loss_weight=1e-3)
-        out.loss.backward()
-        return out, [p.grad.clone() for p in model.parameters()]
-
-    attention_layers = cfg.n_layers - len(cfg.conv_layers)
-    monkeypatch.setattr(model_module, "SHAPE_BUCKET", 1)
-    fast, fast_grads = run()
-    assert widths == [(1, 15, cfg.d_model)]  # 5 + 4 + 3 + 3 positions, the others left out
-    assert sorted(lengths) == sorted([5, 4, 3, 3] * attention_layers)
-    # rounded up to a multiple of 8 with one untrained position, run as a document of its own
-    monkeypatch.setattr(model_module, "SHAPE_BUCKET", 8)
-    lengths.clear()
-    bucketed, bucketed_grads = run()
-    assert widths[-1] == (1, 16, cfg.d_model)
-    assert sorted(lengths) == sorted([5, 4, 3, 3, 1] * attention_layers)
-    torch.testing.assert_close(bucketed.loss, fast.loss)
-    torch.testing.assert_close(bucketed.logits, fast.logits)
-    for a, b in zip(bucketed_grads, fast_grads, strict=True):
-        torch.testing.assert_close(a, b)
-    monkeypatch.setattr(model_module, "trained_spans", lambda spans, targets: spans)
-    slow, slow_grads = run()
-    assert widths[-1] == (2, 12, cfg.d_model)
-    for part in ("loss", "ce_loss", "z_loss"):
-        torch.testing.assert_close(getattr(fast, part), getattr(slow, part))
-    for a, b in zip(fast_grads, slow_grads, strict=True):
-        torch.testing.assert_close(a, b)
-    torch.testing.assert_close(fast.logits[trained], slow.logits[trained].detach())
-    assert fast.logits.shape == slow.logits.shape and not fast.logits[~trained].any()
-
-
 def test_packed_rows_take_the_mask_under_torch_compile(tiny_config, monkeypatch):
     """Traced by torch.compile, packed rows take the block-diagonal mask (one graph for every
     row layout), which is why a compiled chat run cannot use the flash kernel (sft-5090.yaml)."""

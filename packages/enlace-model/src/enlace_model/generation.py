@@ -195,8 +195,8 @@ def _prefill_each(
     q·k and are what a convolution reads before a first position) → last logits (B, V).
 
     Alone, a prompt's attention is plain causal (the fused kernel, no mask): the batched prefill
-    with a (B, 1, P, P) mask read 2.2 GB of mask for 64 prompts of 2,900 tokens and ran the chat
-    evaluation's prefill ~3x slower (benchmarks/bench_generation.py)."""
+    with a (B, 1, P, P) mask built 2.0 GiB of mask for 64 prompts of up to 2,909 tokens and was
+    3.4x slower on 2 cores (benchmarks/bench_ragged_prefill.py)."""
     logits = []
     for row, (pad, prompt) in enumerate(zip(pads, prompts, strict=True)):
         own: list[LayerCache] = []

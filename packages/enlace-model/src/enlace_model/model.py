@@ -18,9 +18,7 @@ Architecture choices, and why:
   call time from the model's `attention` attribute: moving the model needs no bookkeeping.
   Packed training rows (chat SFT) run each document's attention causal on its own: no (B, T, T)
   mask to build and read, no work across documents, and CUDA's flash kernel (which takes no
-  mask) can serve them; the mask only under torch.compile. A document none of whose targets is
-  trained (a row's padding) can change no loss, so with targets the network runs only on the
-  others, the rows' documents one after another in a single sequence (`trained_spans`).
+  mask) can serve them; the mask only under torch.compile.
 - Decoding one token against the KV cache under `auto`/`math` skips SDPA's dispatch: two small
   matmuls and a softmax, the math kernel's computation (generation.py has the cache and loop).
 - Short convolutions (`conv_layers`): LFM2's gated depthwise convolution in place of attention in
@@ -41,7 +39,6 @@ L cache length.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -140,20 +137,6 @@ def segment_spans(segments: Tensor) -> list[list[tuple[int, int]]] | None:
             return None
         spans.append(list(zip(starts, [*starts[1:], len(row)], strict=True)))
     return spans
-
-
-# _forward_documents runs N trained positions as a multiple of this (see there).
-SHAPE_BUCKET = 256
-
-
-def trained_spans(
-    spans: list[list[tuple[int, int]]], targets: Tensor
-) -> list[list[tuple[int, int]]]:
-    """Each row's documents with at least one trained target (not -1). The others (a row's
-    padding, a conversation cut before its first reply) attend only to themselves and add nothing
-    to the loss, so they need not run at all."""
-    trained = (targets != -1).tolist()
-    return [[(s, e) for s, e in row if any(trained[b][s:e])] for b, row in enumerate(spans)]
 
 
 def single_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
@@ -471,12 +454,6 @@ class Transformer(nn.Module):
                 allowed = (segments[:, :, None] == segments[:, None, :]) & causal  # (B, T, T)
                 mask = torch.zeros(allowed.shape, dtype=x.dtype, device=idx.device)
                 mask = mask.masked_fill_(~allowed, float("-inf")).unsqueeze(1)  # (B, 1, T, T)
-        if spans is not None and targets is not None:
-            kept = trained_spans(spans, targets)
-            if sum(e - s for row in kept for s, e in row) < sum(
-                e - s for row in spans for s, e in row
-            ):
-                return self._forward_documents(idx, targets, weights, kept, z_loss_weight)
         a = AttentionInputs(cos, sin, self.attention, 0, mask, segments, spans)
         with self._sdpa_context():
             for layer in self.layers:
@@ -486,57 +463,6 @@ class Transformer(nn.Module):
             return ModelOutput(logits=logits)
         ce_loss, z_loss, trained = lm_loss(logits, targets, z_loss_weight, weights)
         return ModelOutput(logits=logits, loss=trained + z_loss, ce_loss=ce_loss, z_loss=z_loss)
-
-    def _forward_documents(
-        self,
-        idx: Tensor,
-        targets: Tensor,
-        weights: Tensor | None,
-        kept: list[list[tuple[int, int]]],
-        z_loss_weight: float,
-    ) -> ModelOutput:
-        """forward() on the packed rows' trained documents only, laid one after another in a
-        single sequence (1, N): each keeps its rotary positions and its own causal attention and
-        convolution, so the loss is forward()'s; the positions left out get zero logits. On the
-        CPU chat recipe's rows, a fifth of them padding, the SFT step ~1.15x faster
-        (benchmarks/bench_packed_attention.py).
-
-        N is rounded up to a multiple of SHAPE_BUCKET with untrained positions run as one more
-        document (their targets are -1): a matrix product of a new shape costs the CPU's oneDNN
-        a new kernel, and a new N every step made the warm-up's products 1.4x slower."""
-        B, T = idx.shape
-        device = idx.device
-        starts = [b * T + s for b, row in enumerate(kept) for s, _ in row]
-        lengths = [e - s for row in kept for s, e in row]
-        where = torch.cat([torch.arange(a, a + n) for a, n in zip(starts, lengths, strict=True)])
-        N = len(where)  # positions of the flattened (B*T,) rows that are trained
-        filler = min(-(-N // SHAPE_BUCKET) * SHAPE_BUCKET, B * T) - N
-        if filler:
-            left_out = torch.ones(B * T, dtype=torch.bool)
-            left_out[where] = False
-            where = torch.cat([where, left_out.nonzero()[:filler, 0]])
-            lengths.append(filler)
-        where = where.to(device)
-        document = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-        bounds = torch.tensor([0, *lengths]).cumsum(0).tolist()
-        x = self.embed(idx.reshape(-1)[where]).unsqueeze(0)  # (1, N + filler, C)
-        column = where % T  # each position's place in its row: its rotary angle, as in forward()
-        cos, sin = self.rope_cos[column].to(x.dtype), self.rope_sin[column].to(x.dtype)
-        spans = [list(itertools.pairwise(bounds))]
-        a = AttentionInputs(cos, sin, self.attention, 0, None, document.to(device)[None], spans)
-        with self._sdpa_context():
-            for layer in self.layers:
-                x = layer(x, a)
-        logits = F.linear(self.norm(x[0, :N]), self.head_weight)  # (N, V)
-        where = where[:N]
-        ce_loss, z_loss, trained = lm_loss(
-            logits,
-            targets.reshape(-1)[where],
-            z_loss_weight,
-            None if weights is None else weights.reshape(-1)[where],
-        )
-        full = logits.new_zeros(B * T, logits.shape[-1]).index_copy(0, where, logits)
-        return ModelOutput(full.view(B, T, -1), trained + z_loss, ce_loss, z_loss)
 
     def forward_cached(
         self,
