@@ -482,14 +482,38 @@ class Ran:
     stderr: str
 
 
+# The loggers a CLI's set-up touches: the root's handler and level (cli/common.py), httpx's level,
+# and those `serve` raises for the service's journal (cli/web.py).
+LOGGERS_THE_CLIS_SET = (
+    "",
+    "httpx",
+    "enlace_agent.web.access",
+    "enlace_agent.assistant.tools",
+    "enlace_agent.snapshot",
+)
+
+
+@pytest.fixture(autouse=True)
+def logging_restored() -> Iterator[None]:
+    """Every test leaves logging as it found it. A CLI's main run in this process puts a root
+    handler on the test's sys.stderr, which pytest closes after the test: left there, a later
+    test's server thread wrote its request line into the closed stream
+    (test_agent_logging_left_behind.py)."""
+    saved = [
+        (lg, list(lg.handlers), lg.level) for lg in map(logging.getLogger, LOGGERS_THE_CLIS_SET)
+    ]
+    yield
+    for logger, handlers, level in saved:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+
+
 @pytest.fixture
 def in_process(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_env: dict[str, str]
 ) -> Iterator[Callable[..., Ran]]:
     """`run(main, *argv, stdin="")`: a CLI's `main` in this process (cheap; a subprocess stays for
-    what needs one), its logging set-up undone afterwards."""
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
+    what needs one), its logging set-up undone afterwards (`logging_restored`)."""
 
     def run(main: Callable[[list[str]], int], *args: str, stdin: str = "") -> Ran:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
@@ -502,9 +526,6 @@ def in_process(
         return Ran(code, out, err)
 
     yield run
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    logging.getLogger("httpx").setLevel(saved[2])
 
 
 @pytest.fixture
