@@ -25,9 +25,6 @@ def test_a_cli_main_in_process_sets_up_logging(
 
 def test_a_later_request_line_finds_no_closed_stream(capsys: pytest.CaptureFixture[str]) -> None:
     access = logging.getLogger("enlace_agent.web.access")
-    access.setLevel(logging.INFO)  # as `serve` sets it
-    try:
-        access.info("%s %s %d %.0f ms", "GET", "/static/app.js", 200, 9.8)
-    finally:
-        access.setLevel(logging.NOTSET)
+    access.setLevel(logging.INFO)  # as `serve` sets it (logging_restored puts it back)
+    access.info("%s %s %d %.0f ms", "GET", "/static/app.js", 200, 9.8)
     assert "Logging error" not in capsys.readouterr().err
