@@ -2,6 +2,7 @@
 into its search and the result's facts into its answer.)
 
     uv run python benchmarks/copy_probe.py probe RUN_OR_CHECKPOINT [RUN_OR_CHECKPOINT ...]
+    uv run python benchmarks/copy_probe.py where RUN_OR_CHECKPOINT [...] [--key 4]
     uv run python benchmarks/copy_probe.py corpus OUT_DIR [--share 1.0]
 
 `probe` feeds held-out sentences of the built-in books as «A B A» (A: 20-40 bytes, B: 10-30 bytes,
@@ -13,8 +14,10 @@ without them gains nothing from the repetition, and the gap "second - first" is 
 chat model copies names and facts through the same mechanism, but a base need not have the gap
 for its chat model to: the script's base has none (-4 points), and its reading warm-up forms it
 within 200 steps (+42; the chat model +36, the longer recipe's +44), while bases given the gap
-by repeats in their own rows fine-tuned no better (benchmarks/CHAT.md, fifteenth session). Probe
-the model the fine-tuning starts from, not only the base.
+by repeats in their own rows fine-tuned no better (benchmarks/CHAT.md, fifteenth session). The
+longer recipe's base has it since the twenty-fifth session (+38.8 at the median of 3 seeds:
+«A B A» rows beside its books, `train.aba_rows_share`, with twice the steps). Probe the model the
+fine-tuning starts from, not only the base.
 
 It also reads 128-byte rows of random-letter copy records («qwhfk|qwhfk», the generator that
 `train.copy_records_share` mixes into pretraining, another seed) and reports the greedy accuracy
@@ -30,6 +33,15 @@ and of «casa»): a head keyed on the current byte alone copies the letters and 
 keyed on several bytes copies both (CHAT.md, twelfth session: 41 % for the script's base, 98.5 %
 for a base with text records, whose books' gap still stayed at zero).
 
+`where` says where a base's bits go on the held-out books (windows of the val split as the
+trainer scores them): each byte by whether the `--key` bytes before it occurred earlier in its
+window and, if so, whether the byte that followed them there is this one ("repeat right": a copy
+would be right; "repeat wrong": a copy would be wrong; "new": nothing to copy). A base that copies
+wins on the first and pays on the second; a worse language model pays on "new", nine bytes in ten.
+So it tells a copying cost from a budget cost: a base given the books' gap that loses bits per
+byte on "new" lost them to what it learned instead, not to copies it made (CHAT.md, twenty-fifth
+session).
+
 `corpus` writes a copy-heavy bytes corpus for `data.path` (kind: bytes): the built-in books' train
 split where, with probability --share, a short sentence comes back after the next one («A B A»),
 and the books' own val split unchanged, so bits/byte stays comparable with the plain runs.
@@ -38,9 +50,10 @@ and the books' own val split unchanged, so bits/byte stays comparable with the p
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 SENTENCE_END = re.compile(r"(?<=[.;:!?,])\s+")
@@ -171,6 +184,70 @@ def probe(
     return first, second, {kind: letter_accuracy(predict, r) for kind, r in rows.items()}
 
 
+REPEAT_CLASSES = ("new", "repeat right", "repeat wrong")
+
+
+def repeat_classes(row: Sequence[int], key: int) -> list[str]:
+    """For each position t of `row` but the last (where the next byte, row[t + 1], is predicted):
+    "new" when row[t - key + 1 .. t] did not occur before in the row, else "repeat right" or
+    "repeat wrong" by whether the byte after its latest occurrence is row[t + 1] (what the
+    hand-made induction head of the tests would predict)."""
+    classes = []
+    for t in range(len(row) - 1):
+        last = tuple(row[t - key + 1 : t + 1]) if t + 1 >= key else None
+        match = None
+        if last is not None:
+            match = next(
+                (j for j in range(t - 1, key - 2, -1) if tuple(row[j - key + 1 : j + 1]) == last),
+                None,
+            )
+        if match is None:
+            classes.append("new")
+        else:
+            classes.append("repeat right" if row[match + 1] == row[t + 1] else "repeat wrong")
+    return classes
+
+
+def val_windows(n: int = 600, length: int = 128) -> list[bytes]:
+    """n consecutive windows of length + 1 bytes of the books' held-out split (inputs and the
+    next byte), from its start."""
+    from enlace_data.sample import builtin_split
+
+    val = builtin_split("val")
+    return [val[i * (length + 1) : (i + 1) * (length + 1)] for i in range(n)]
+
+
+def bits_where(
+    bits: Sequence[Sequence[float]], rows: Sequence[Sequence[int]], key: int
+) -> dict[str, tuple[float, float]]:
+    """{class: (share of the positions, mean bits)} of `repeat_classes`, from each row's bits on
+    its next bytes (`bits[i][t]`: on rows[i][t + 1])."""
+    sums = {c: [0.0, 0] for c in REPEAT_CLASSES}
+    for row, row_bits in zip(rows, bits, strict=True):
+        for cls, b in zip(repeat_classes(row, key), row_bits, strict=True):
+            sums[cls][0] += b
+            sums[cls][1] += 1
+    total = sum(int(n) for _, n in sums.values())
+    return {c: (n / total, b / n if n else math.nan) for c, (b, n) in sums.items()}
+
+
+def model_bits(path: str, windows: Sequence[bytes]) -> list[list[float]]:
+    """A byte-level run's or checkpoint's bits on each window's next bytes."""
+    import torch
+    import torch.nn.functional as F
+    from enlace_model.checkpoint import load_model, resolve_checkpoint
+
+    model = load_model(resolve_checkpoint(path)).eval()
+    ids = torch.tensor([list(w) for w in windows])
+    out: list[list[float]] = []
+    with torch.no_grad():
+        for part in ids.split(50):
+            logits = model(part[:, :-1]).logits.float()
+            nats = F.cross_entropy(logits.transpose(1, 2), part[:, 1:], reduction="none")
+            out += (nats / math.log(2)).tolist()
+    return out
+
+
 def write_corpus(out: Path, share: float, seed: int = 0) -> tuple[int, int]:
     """train.txt with repeated sentences and the untouched val.txt; (train bytes, repeats)."""
     from enlace_data.sample import builtin_split
@@ -207,6 +284,12 @@ def main() -> None:
     p.add_argument("models", nargs="+")
     p.add_argument("--pairs", type=int, default=100)
     p.add_argument("--rows", type=int, default=50, help="rows of 128 bytes of records of each kind")
+    w = sub.add_parser(
+        "where", help="a byte-level base's bits on the books, by what a copy would do"
+    )
+    w.add_argument("models", nargs="+")
+    w.add_argument("--key", type=int, default=4, help="bytes a repeat must match")
+    w.add_argument("--windows", type=int, default=600, help="windows of 128 bytes of val")
     c = sub.add_parser("corpus", help="write a copy-heavy bytes corpus")
     c.add_argument("out", type=Path)
     c.add_argument("--share", type=float, default=1.0)
@@ -214,6 +297,16 @@ def main() -> None:
     if args.command == "corpus":
         size, repeats = write_corpus(args.out, args.share)
         print(f"{args.out}: train.txt {size:,} bytes with {repeats:,} repeated sentences")
+        return
+    if args.command == "where":
+        windows = val_windows(args.windows)
+        print(f"{'model':40} {'all':>6}  " + "  ".join(f"{c:>20}" for c in REPEAT_CLASSES))
+        for path in args.models:
+            bits = model_bits(path, windows)
+            split = bits_where(bits, windows, args.key)
+            mean = sum(map(sum, bits)) / sum(map(len, bits))
+            shown = "  ".join(f"{share:6.1%} {b:6.3f} bits" for share, b in split.values())
+            print(f"{path:40} {mean:6.3f}  {shown}")
         return
     pairs, rows = probe_pairs(args.pairs), record_rows(args.rows)
     print(f"{'model':60} {'first':>7} {'second':>7} {'gap':>7}  records")

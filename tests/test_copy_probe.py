@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -160,3 +161,45 @@ def test_the_token_records_tell_a_model_that_copies_from_one_that_cannot() -> No
 
     blind = copy_probe.letter_accuracy(bigram, rows)
     assert copying > 0.95 and blind < 0.05, (copying, blind)
+
+
+def test_repeat_classes_mark_what_a_copy_would_do() -> None:
+    """«la casa y la cama», keyed on two bytes: after «la» again a copy predicts « » (right),
+    after « c» «a» (right), after «ca» «s» where «m» comes (wrong); a byte whose two before never
+    occurred before is new («a» after « l»: the first «la» has no space before it)."""
+    row = encode("la casa y la cama")
+    classes = copy_probe.repeat_classes(row, key=2)
+    assert len(classes) == len(row) - 1
+    at = {i + 1: c for i, c in enumerate(classes)}  # by the position of the byte predicted
+    second = len("la casa y ")
+    assert at[second + 1] == "new"
+    assert at[second + 2] == "repeat right"
+    assert at[second + 4] == "repeat right"
+    assert at[second + 5] == "repeat wrong"
+    assert set(classes[:4]) == {"new"}
+
+
+def test_where_tells_a_copying_cost_from_a_language_model_cost() -> None:
+    """The split says where bits went: a model that copies whenever its key matches (0.9 on the
+    copy) against one that never copies (uniform), on the same windows, win on «repeat right»,
+    lose on «repeat wrong», tie on «new»; a worse language model (more bits on every byte) loses
+    on «new» as much as anywhere, with no copy to blame."""
+    windows = copy_probe.val_windows(40)
+    assert all(len(w) == 129 for w in windows)
+
+    def copier(row: bytes) -> list[float]:
+        predicted = induction(list(row), key_length=4)
+        classes = copy_probe.repeat_classes(row, 4)
+        return [
+            8.0 if c == "new" else (-math.log2(0.9) if predicted[t] == row[t + 1] else 20.0)
+            for t, c in enumerate(classes)
+        ]
+
+    copying = copy_probe.bits_where([copier(w) for w in windows], windows, 4)
+    blind = copy_probe.bits_where([[8.0] * 128 for _ in windows], windows, 4)
+    worse = copy_probe.bits_where([[9.0] * 128 for _ in windows], windows, 4)
+    assert abs(sum(share for share, _ in copying.values()) - 1) < 1e-9
+    assert 0.02 < copying["repeat right"][0] < 0.3 and copying["new"][0] > 0.6, copying
+    assert copying["repeat right"][1] < 0.2 < blind["repeat right"][1] == 8.0
+    assert copying["repeat wrong"][1] == 20.0 > blind["repeat wrong"][1]
+    assert copying["new"][1] == blind["new"][1] == 8.0 < worse["new"][1] == 9.0
