@@ -545,6 +545,21 @@ def test_copy_records_beside_the_rows_need_a_share(write_tree: WriteTree) -> Non
     assert load(write_tree(), overrides=beside).config.train.copy_records_beside
 
 
+def test_aba_rows_need_a_step_before_the_end_and_rows_of_text(write_tree: WriteTree) -> None:
+    """train.aba_rows_*: from a step at or after max_steps no row would be trained, and chat rows
+    are conversations, not text to repeat: both fail at start-up naming the key; bytes and token
+    shards take them."""
+    late = ["train.aba_rows_share=1.0", f"train.aba_rows_from={10**6}"]
+    problem_line(error_of(write_tree(), overrides=late), "train.aba_rows_from:", "max_steps")
+    chat = {"data/bytes.yaml": "kind: chat\npath: data/x\ncontext_length: 64\n"}
+    aba = ["train.aba_rows_share=0.5", "model.vocab_size=264"]
+    msg = error_of(write_tree(chat), overrides=aba)
+    problem_line(msg, "train.aba_rows_share:", "data.kind bytes or shards")
+    shards = {"data/bytes.yaml": "kind: shards\npath: data/x\ncontext_length: 64\n"}
+    assert load(write_tree(shards), overrides=aba).config.train.aba_rows_share == 0.5
+    assert load(write_tree(), overrides=["train.aba_rows_share=1"]).config.train.aba_rows_from == 0
+
+
 def test_recall_records_are_refused_for_token_rows(write_tree: WriteTree) -> None:
     """Recall records are bytes: with token shards or chat on a tokenizer the config fails at
     start-up, naming the key and the data it does not fit; bytes and byte chat take them."""

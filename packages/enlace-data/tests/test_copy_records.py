@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from enlace_data.copy_records import LETTERS, recall_record_row
+from enlace_data.copy_records import LETTERS, aba_row, recall_record_row
 
 # The longer CPU recipe's joins (configs/runs/warmup-cpu-long.yaml).
 LONG = ("=", " de ", " del ", " en ", " de la ")
@@ -58,3 +58,28 @@ def test_recall_records_join_each_pair_alike_and_need_keys_of_several_bytes() ->
     assert joins == {j.encode() for j in LONG}
     assert min(keys) == 3 and max(keys) == 9
     assert sum(k >= 6 for k in keys) > 0.3 * len(keys), keys
+
+
+def test_aba_rows_repeat_a_span_of_the_text_after_the_next_one() -> None:
+    """«A B A» rows: each span repeats the A that stands before the B before it (A 10-30 ids of
+    the text, B the 5-25 after it there), the row is made of the text alone, with no separator,
+    and a repeat cut by the row's end counts up to it."""
+    text = list(b"En un lugar de la Mancha, de cuyo nombre no quiero acordarme, no ha mucho tiempo "
+                b"que vivia un hidalgo de los de lanza en astillero, adarga antigua")  # fmt: skip
+    cut = 0
+    for seed in range(50):
+        row, spans = aba_row(random.Random(seed), text, 129)
+        assert len(row) == 129 and len(spans) >= 2
+        for start, end in spans:
+            copy = row[start:end]
+            found = [
+                (a, b)
+                for a in range(max(10, len(copy)), 31)
+                for b in range(5, 26)
+                if row[start - b - a : start - b][: len(copy)] == copy
+                and bytes(row[start - b - a : start]) in bytes(text)  # A then B, as in the text
+            ]
+            assert found and (end == 129 or any(a == len(copy) for a, _ in found)), (seed, start)
+        cut += spans[-1][1] == 129
+    assert 0 < cut < 50
+    assert aba_row(random.Random(1), text, 129) == aba_row(random.Random(1), text, 129)

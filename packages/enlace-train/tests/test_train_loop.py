@@ -206,6 +206,59 @@ def test_a_run_with_records_beside_trains_on_more_rows_than_its_batch(write_run,
     assert len(first) == 3 and first == again and first != plain
 
 
+def test_aba_rows_come_from_their_step_beside_the_rows_trained_on_their_repeats() -> None:
+    """train.aba_rows_*: before aba_rows_from the batch passes as it is; from it, round(share x
+    rows) «A B A» rows follow the data's rows (unchanged), the i-th made of the i-th row's own
+    text, their targets -1 but on each repeat after its first byte, where they are the byte
+    that comes (the copy); the same draw gives the same rows (exact resume); records beside are
+    mixed into them as into the data's rows (share x all rows)."""
+    import numpy as np
+    from enlace_config.schema import TrainConfig
+    from enlace_data.copy_records import aba_row
+    from enlace_train.copy_mixing import mix_copy_records
+
+    tc = TrainConfig(max_steps=100, global_batch_size=16, lr=1e-3, aba_rows_share=0.5,
+                     aba_rows_from=40)  # fmt: skip
+    text = np.frombuffer(b"En un lugar de la Mancha, de cuyo nombre no quiero acordarme, " * 40,
+                         dtype=np.uint8).astype(np.int64)  # fmt: skip
+    x = np.stack([text[7 * i : 7 * i + 128] for i in range(16)])
+    y = np.stack([text[7 * i + 1 : 7 * i + 129] for i in range(16)])
+    assert mix_copy_records((x, y), tc, 39, "a")[0] is x
+    mx, my = mix_copy_records((x, y), tc, 40, "a")
+    assert mx.shape == my.shape == (24, 128)
+    assert (mx[:16] == x).all() and (my[:16] == y).all()
+    rng = random.Random("aba-a")
+    for i in range(8):
+        row, spans = aba_row(rng, text[7 * i : 7 * i + 129].tolist(), 129)
+        assert mx[16 + i].tolist() == row[:-1]
+        trained = [t for t in range(128) if my[16 + i, t] >= 0]
+        assert trained == [t - 1 for s, e in spans for t in range(s + 1, e)]
+        assert all(my[16 + i, t] == row[t + 1] for t in trained)
+    again = mix_copy_records((x, y), tc, 40, "a")
+    assert all((u == v).all() for u, v in zip(again, (mx, my), strict=True))
+    assert not (mix_copy_records((x, y), tc, 40, "b")[0] == mx).all()
+    beside = tc.model_copy(update={"copy_records_share": 0.5, "copy_records_beside": True,
+                                   "copy_records_steps": 0})  # fmt: skip
+    bx, by = mix_copy_records((x, y), beside, 40, "a")
+    assert bx.shape == (36, 128) and (bx[:24] == mx).all() and (by[:24] == my).all()
+
+
+def test_a_run_with_aba_rows_trains_on_them_from_their_step(write_run, h) -> None:
+    """The trainer adds the «A B A» rows with no copy records (aba_rows_share alone): the losses
+    are those of the plain run until aba_rows_from, others after, the same in a second run."""
+    steps = {"max_steps": 4, "warmup_steps": 0, "decay_steps": 0, "global_batch_size": 8,
+             "log_every": 1}  # fmt: skip
+    aba = {**steps, "aba_rows_share": 1.0, "aba_rows_from": 2}
+    runs = [
+        train(h.load(write_run(name, train=config)))
+        for name, config in (("plain", steps), ("aba", aba), ("again", aba))
+    ]
+    plain, first, again = ([r["loss"] for r in h.metrics_rows(run.run_dir) if "loss" in r]
+                           for run in runs)  # fmt: skip
+    assert len(first) == 4 and first == again
+    assert first[:2] == plain[:2] and first[2:] != plain[2:]
+
+
 def test_copy_records_draw_from_the_letters_and_the_text_they_are_told() -> None:
     """copy_records_letters: 4 letters give rows of «abca|abca» records over «abcd» alone;
     copy_records_source text: records copy spans of the row's own text; letters+recall: rows of

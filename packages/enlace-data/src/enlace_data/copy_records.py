@@ -12,12 +12,14 @@ measured.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 __all__ = [
     "CAPITALS",
     "DIGITS",
     "LETTERS",
     "LOWER_CASE",
+    "aba_row",
     "copy_record_ids",
     "copy_record_row",
     "recall_record_row",
@@ -131,4 +133,29 @@ def copy_record_ids(
         row += a + a
         if start + len(a) <= length:
             spans.append((start, start + len(a)))
+    return row[:length], spans
+
+
+MIN_A, MAX_A = 10, 30  # bytes of A in an «A B A» row: a few words
+MIN_B, MAX_B = 5, 25  # and of B, what stands between A and its repeat
+
+
+def aba_row(
+    rng: random.Random, text: Sequence[int], length: int
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """`length` ids of «A B A» drawn from `text` (a row of the data: its own bytes or ids): A
+    10-30 of them from a random place, B the 5-25 after it, then A again, with no separator, and
+    again until the row is full; and the spans [start, end) of the repeated A's that start inside
+    the row. The shape of `benchmarks/copy_probe.py`'s books probe (uncued natural text that comes
+    back a few dozen positions later), drawn from the training split's rows, not its sentences."""
+    row: list[int] = []
+    spans: list[tuple[int, int]] = []
+    while len(row) < length:
+        a, b = rng.randint(MIN_A, MAX_A), rng.randint(MIN_B, MAX_B)
+        start = rng.randint(0, max(0, len(text) - a - b))
+        first, between = list(text[start : start + a]), list(text[start + a : start + a + b])
+        row += first + between
+        if len(row) < length:
+            spans.append((len(row), min(len(row) + len(first), length)))
+        row += first
     return row[:length], spans

@@ -1,6 +1,7 @@
 """Copy records mixed into training micro-batches (issue 30, 35): the records of
 enlace_data/copy_records.py, drawn per micro-batch so that a resumed run draws the same rows, in
-place of the data's rows or beside them (`train.copy_records_*`)."""
+place of the data's rows or beside them (`train.copy_records_*`), and «A B A» rows of the data's
+own text beside them (`train.aba_rows_*`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from enlace_config.schema import TrainConfig
 from enlace_data.copy_records import (
     LETTERS,
+    aba_row,
     copy_record_ids,
     copy_record_row,
     recall_record_row,
@@ -39,7 +41,9 @@ def mix_copy_records(
     text record copies the row's own bytes or ordinary ids (an added one, those of the row it
     follows), its chat tokens left out (a row of chat tokens alone gets random records). Recall
     records (`recall_record_row`) are bytes only (the config refuses them for token rows);
-    letters+recall draws one kind per row."""
+    letters+recall draws one kind per row. «A B A» rows (`add_aba_rows`) come first: the records
+    are mixed into them as into the data's rows."""
+    batch = add_aba_rows(batch, tc, step, draw)
     steps = tc.copy_records_steps
     share = tc.copy_records_share * (max(0.0, 1.0 - step / steps) if steps else 1.0)
     if share <= 0:
@@ -65,6 +69,38 @@ def mix_copy_records(
         x[r], y[r] = ids[:-1], ids[1:]
         for a, fill in zip(rest, RECORD_ROW, strict=False):
             a[r] = fill
+    return x, y, *rest
+
+
+def add_aba_rows(
+    batch: Sequence[np.ndarray[Any, Any]], tc: TrainConfig, step: int, draw: str
+) -> Sequence[np.ndarray[Any, Any]]:
+    """From step train.aba_rows_from on, round(train.aba_rows_share x rows) «A B A» rows
+    (`aba_row`) after the micro-batch's rows, the i-th made of the i-th row's own text, trained on
+    their repeated A's only, from each repeat's second byte (its first cannot be known: the row
+    does not say where a repeat starts): the copy of natural text found by its content, which the
+    books' probe measures, with no loss spent on text the data's rows already train. `draw` as
+    for the records (a resumed run draws the same rows)."""
+    n = round(tc.aba_rows_share * batch[0].shape[0]) if step >= tc.aba_rows_from else 0
+    if n == 0:
+        return batch
+    rng = random.Random(f"aba-{draw}")
+    x, y, *rest = batch
+    rows, targets = [], []
+    for r in range(n):
+        text = np.concatenate([x[r], y[r][-1:]])
+        ids, spans = aba_row(rng, text.tolist(), text.shape[0])
+        row = np.asarray(ids, dtype=x.dtype)
+        trained = np.full(row.shape[0], -1, dtype=y.dtype)
+        for start, end in spans:
+            trained[start + 1 : end] = row[start + 1 : end]
+        rows.append(row[:-1])
+        targets.append(trained[1:])
+    x, y = np.concatenate([x, np.stack(rows)]), np.concatenate([y, np.stack(targets)])
+    rest = [
+        np.concatenate([a, np.full((n, a.shape[1]), fill, a.dtype)])
+        for a, fill in zip(rest, RECORD_ROW, strict=False)
+    ]
     return x, y, *rest
 
 

@@ -190,7 +190,7 @@ def train_step(
     try:
         for micro in range(accum):
             batch = next(training.loader)  # x, y (, segments (, loss weights))
-            if tc.copy_records_share:
+            if tc.copy_records_share or tc.aba_rows_share:
                 draw = f"{tc.seed}-{prog.step}-{micro}-{info.rank}"
                 data = cfg.data
                 ordinary = copy_token_ids(

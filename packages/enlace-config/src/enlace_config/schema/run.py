@@ -86,6 +86,14 @@ class RunConfig(StrictModel):
             yield from batch_split_problems(hardware, train)
         if isinstance(train, TrainConfig) and isinstance(data, DataConfig):
             byte_rows = data.kind == "bytes" or (data.kind == "chat" and data.tokenizer == "bytes")
+            if train.aba_rows_share and data.kind == "chat":
+                yield FieldProblem(
+                    "train.aba_rows_share",
+                    "«A B A» rows are made of a row's own text, and a chat row is conversations "
+                    "with their roles and loss weights: use them in pretraining (data.kind bytes "
+                    "or shards), or set aba_rows_share 0",
+                    ("data.kind",),
+                )
             if "recall" in train.copy_records_source and not byte_rows:
                 yield FieldProblem(
                     "train.copy_records_source",

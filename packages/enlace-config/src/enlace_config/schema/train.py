@@ -94,6 +94,18 @@ class TrainConfig(StrictModel):
     («cd=»); joins such as « de » or « de la » make it 4-9 («cd de la »), the key a query needs
     after «estación de tren de » to tell «tren» from «Jaén» (benchmarks/CHAT.md, fourteenth
     session: the longer CPU recipe's base and warm-up)."""
+    aba_rows_share: float = Field(default=0.0, ge=0, le=1)
+    """«A B A» rows beside the data's (data.kind bytes or shards): from step aba_rows_from on,
+    this share of a micro-batch's row count (rounded) added after its rows, each made of a row's
+    own text, A 10-30 bytes or ids of it, B the 5-25 after, then A again, trained on the repeats
+    only (enlace_data/copy_records.py `aba_row`). Copy records teach a head to copy from a place a
+    cue marks; these, to copy text found by its content, with no cue (the books' «A B A» probe of
+    benchmarks/copy_probe.py). Rows to compute: up to 1 + the share times as many from that step.
+    On the longer CPU recipe's base, 1.0 from step 350 of 700 gives the books' gap (+38.8 points,
+    2.1493 bits/byte: medians of 3 seeds); in 350 steps the books' model loses to them what they
+    teach (benchmarks/CHAT.md, twenty-fifth session). 0: none."""
+    aba_rows_from: NonNegativeInt = 0
+    """The step from which the «A B A» rows come (aba_rows_share)."""
     log_every: PositiveInt = 10
     """Steps between log lines / metrics rows."""
     eval_every: PositiveInt = 100
@@ -142,6 +154,13 @@ class TrainConfig(StrictModel):
                 "copy_records_beside is true but copy_records_share is 0: there are no records "
                 "to add beside the rows; set the share (0.5: half as many record rows again)",
                 ("copy_records_share",),
+            )
+        if self.aba_rows_share and self.aba_rows_from >= self.max_steps:
+            yield FieldProblem(
+                "aba_rows_from",
+                f"aba_rows_from {self.aba_rows_from} is not before max_steps {self.max_steps}: "
+                "no «A B A» row would be trained; set a step before the end, or aba_rows_share 0",
+                ("aba_rows_share", "max_steps"),
             )
         if self.init_optimizer and self.init_from is None:
             yield FieldProblem(
