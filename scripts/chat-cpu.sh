@@ -13,9 +13,10 @@
 #
 # --runs DIR puts the runs under DIR (default runs/); --seed S sets train.seed of every run (the
 # benchmarks' medians over seeds); --long is the longer recipe (not CI's: the *-long.yaml twins of
-# the three runs, the base's records beside its book rows and 360 fine-tuning steps of 5 rows,
-# into DIR/*-long; 15-20 min), whose base also meets issue 35's bits-per-byte and letters targets
-# (benchmarks/CHAT.md, sixteenth session; in float32, as measured); --float32 trains the three runs
+# the three runs, the base's records beside its book rows, 700 steps with «A B A» rows in the
+# second half, and 360 fine-tuning steps of 5 rows, into DIR/*-long; ~25 min), whose base also
+# meets issue 35's bits-per-byte, letters and books' gap targets (benchmarks/CHAT.md, twenty-fifth
+# session; in float32, as measured); --float32 trains the three runs
 # in float32, for a CPU without bfloat16 instructions (AVX512-BF16 or AMX), where enlace-train
 # refuses configs/hardware/cpu-bf16.yaml (1.20x slower on CI's cores); --no-chat
 # stops after training (CI's chat stage exports the result to GGUF and serves it to the

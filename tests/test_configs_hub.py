@@ -129,11 +129,13 @@ def test_sft_runs_start_from_their_base_run() -> None:
 
 def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> None:
     """`scripts/chat-cpu.sh --long` runs the *-long.yaml twins of the script's runs: the base with
-    its records beside the book rows, the fine-tuning with more rows and steps, each from the run
+    its records beside the book rows, twice the steps and «A B A» rows in their second half, the
+    fine-tuning with more rows and steps, each from the run
     before it, so what the recipe measures is those changes, not a drifted copy."""
     twins = {
         "smoke-cpu-copy": {"copy_records_beside": True, "copy_records_share": 0.75,
-                           "copy_records_steps": 438},
+                           "copy_records_steps": 876, "max_steps": 700, "decay_steps": 200,
+                           "aba_rows_share": 1.0, "aba_rows_from": 350},
         "warmup-cpu": {"init_from": "runs/smoke-cpu-copy-long"},
         "sft-cpu": {"global_batch_size": 5, "max_steps": 360, "decay_steps": 120,
                     "eval_every": 360, "checkpoint_every": 120, "init_from": "runs/warmup-cpu-long"},
@@ -157,6 +159,7 @@ def test_the_longer_cpu_recipe_differs_from_the_script_where_it_says_alone() -> 
     # CI's script: the base's records of before, in place of rows; the warm-up's longer keys
     base = _run("smoke-cpu-copy").config.train
     assert base.copy_records_joins == ["="] and not base.copy_records_beside
+    assert base.max_steps == 350 and base.aba_rows_share == 0
     long_keys = ["=", " de ", " del ", " en ", " de la "]
     assert _run("warmup-cpu").config.train.copy_records_joins == long_keys
     sft = _run("sft-cpu").config
