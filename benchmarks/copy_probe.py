@@ -33,8 +33,8 @@ and of «casa»): a head keyed on the current byte alone copies the letters and 
 keyed on several bytes copies both (CHAT.md, twelfth session: 41 % for the script's base, 98.5 %
 for a base with text records, whose books' gap still stayed at zero).
 
-`where` says where a base's bits go on the held-out books (windows of the val split as the
-trainer scores them): each byte by whether the `--key` bytes before it occurred earlier in its
+`where` says where a base's bits go on the held-out books (consecutive windows of 128 bytes of
+the val split): each byte by whether the `--key` bytes before it occurred earlier in its
 window and, if so, whether the byte that followed them there is this one ("repeat right": a copy
 would be right; "repeat wrong": a copy would be wrong; "new": nothing to copy). A base that copies
 wins on the first and pays on the second; a worse language model pays on "new", nine bytes in ten.
@@ -209,12 +209,12 @@ def repeat_classes(row: Sequence[int], key: int) -> list[str]:
 
 
 def val_windows(n: int = 600, length: int = 128) -> list[bytes]:
-    """n consecutive windows of length + 1 bytes of the books' held-out split (inputs and the
-    next byte), from its start."""
+    """The first n whole windows of length + 1 bytes of the books' held-out split (inputs and the
+    next byte), one after another (fewer where the split ends first)."""
     from enlace_data.sample import builtin_split
 
     val = builtin_split("val")
-    return [val[i * (length + 1) : (i + 1) * (length + 1)] for i in range(n)]
+    return [val[i : i + length + 1] for i in range(0, len(val) - length, length + 1)][:n]
 
 
 def bits_where(

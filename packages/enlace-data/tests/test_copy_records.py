@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
 from enlace_data.copy_records import LETTERS, aba_row, recall_record_row
 
 # The longer CPU recipe's joins (configs/runs/warmup-cpu-long.yaml).
@@ -83,3 +84,5 @@ def test_aba_rows_repeat_a_span_of_the_text_after_the_next_one() -> None:
         cut += spans[-1][1] == 129
     assert 0 < cut < 50
     assert aba_row(random.Random(1), text, 129) == aba_row(random.Random(1), text, 129)
+    with pytest.raises(ValueError, match="at least one id"):  # not a row that never fills
+        aba_row(random.Random(1), [], 129)

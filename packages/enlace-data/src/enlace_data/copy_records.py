@@ -148,6 +148,8 @@ def aba_row(
     again until the row is full; and the spans [start, end) of the repeated A's that start inside
     the row. The shape of `benchmarks/copy_probe.py`'s books probe (uncued natural text that comes
     back a few dozen positions later), drawn from the training split's rows, not its sentences."""
+    if not text:
+        raise ValueError("text: an «A B A» row needs at least one id to repeat")
     row: list[int] = []
     spans: list[tuple[int, int]] = []
     while len(row) < length:
