@@ -50,17 +50,12 @@ def mix_copy_records(
         return batch
     rng = random.Random(f"copy-records-{draw}")
     if tc.copy_records_beside:  # the data's rows untouched, record rows concatenated after them
-        x, y, *rest = batch
+        x = batch[0]
         added = [record_ids(rng, tc, x[r], token_ids) for r in range(round(share * x.shape[0]))]
         if not added:
             return batch
         ids = np.stack(added)
-        x, y = np.concatenate([x, ids[:, :-1]]), np.concatenate([y, ids[:, 1:]])
-        rest = [
-            np.concatenate([a, np.full((len(added), a.shape[1]), fill, a.dtype)])
-            for a, fill in zip(rest, RECORD_ROW, strict=False)
-        ]
-        return x, y, *rest
+        return append_rows(batch, ids[:, :-1], ids[:, 1:])
     x, y, *rest = (a.copy() for a in batch)
     for r in range(x.shape[0]):
         if rng.random() >= share:
@@ -85,7 +80,7 @@ def add_aba_rows(
     if n == 0:
         return batch
     rng = random.Random(f"aba-{draw}")
-    x, y, *rest = batch
+    x, y = batch[0], batch[1]
     rows, targets = [], []
     for r in range(n):
         text = np.concatenate([x[r], y[r][-1:]])
@@ -96,12 +91,23 @@ def add_aba_rows(
             trained[start + 1 : end] = row[start + 1 : end]
         rows.append(row[:-1])
         targets.append(trained[1:])
-    x, y = np.concatenate([x, np.stack(rows)]), np.concatenate([y, np.stack(targets)])
+    return append_rows(batch, np.stack(rows), np.stack(targets))
+
+
+def append_rows(
+    batch: Sequence[np.ndarray[Any, Any]],
+    inputs: np.ndarray[Any, Any],
+    targets: np.ndarray[Any, Any],
+) -> Sequence[np.ndarray[Any, Any]]:
+    """`batch` with rows of `inputs` and `targets` after its own, each added row one segment with
+    loss weight 1 (RECORD_ROW) where the batch carries segments and weights."""
+    x, y, *rest = batch
+    n = inputs.shape[0]
     rest = [
         np.concatenate([a, np.full((n, a.shape[1]), fill, a.dtype)])
         for a, fill in zip(rest, RECORD_ROW, strict=False)
     ]
-    return x, y, *rest
+    return np.concatenate([x, inputs]), np.concatenate([y, targets]), *rest
 
 
 def record_ids(
